@@ -1,0 +1,459 @@
+"""Reads the spec into the `codegen.model` dataclasses, validating it on the way.
+
+Loading stops at the first problem and raises a `SpecError` naming the spec line and the entry:
+
+    spec/collectives.yaml:120: ops.allgather: unknown key 'foo' (expected one of: args, ...)
+
+Entries are named by dotted path (`backend.options[1]`, `checks.dense`, `ops.allgather.checks[2]`);
+a problem with the value of one key is named by that key (`ops.allgather.runtime`).
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from codegen import model
+from codegen.errors import SpecError
+
+_IDENTIFIER_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
+_IDENTIFIER = re.compile(_IDENTIFIER_PATTERN)
+# (pattern, what a value must be) for `_Entry.matching`.
+_CPP_NAMESPACE = (
+    re.compile(rf"{_IDENTIFIER_PATTERN}(::{_IDENTIFIER_PATTERN})*"),
+    "a C++ namespace (identifiers joined by '::')",
+)
+_PYTHON_MODULE = (
+    re.compile(rf"{_IDENTIFIER_PATTERN}(\.{_IDENTIFIER_PATTERN})*"),
+    "a Python module (identifiers joined by '.')",
+)
+# A placeholder of a check's message: `{param!text}`, else a C++ expression (`{label}` included).
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# `{word!word}` is no C++ expression, so a placeholder of this form is a misspelt `!text`.
+_CONVERSION = re.compile(r"(\w+)!(\w+)")
+
+# The argument kinds that hold tensors, so can complete a Work's future.
+_TENSOR_KINDS = model.SUBJECT_ACCEPTS["tensor"]
+# The keys of a check use besides params, and the names a check's condition and message already
+# have in scope: a param named like one of these would be ambiguous.
+_RESERVED_PARAMS = ("check", "label", "list", "on", "tensor", "tensors", "value", "world_size")
+# The fields c10d::Backend::Options (and the runtime's Config) already have.
+_RESERVED_OPTIONS = ("backend", "global_ranks_in_group", "group_name", "timeout")
+_OPTION_DEFAULT_TYPES = {"string": str, "int": int, "bool": bool}
+
+
+def load_spec(path: str | Path) -> model.Spec:
+    """Reads and validates the spec at `path`; errors name the file as `path` spells it."""
+    spec_path = str(path)
+    loader = _SpecLoader(Path(path).read_text(encoding="utf-8"), spec_path)
+    try:
+        document = loader.get_single_data()
+    except yaml.MarkedYAMLError as error:
+        problem = f"invalid YAML: {error.problem}"
+        raise SpecError(spec_path, _line(error.problem_mark), "", problem) from None
+    finally:
+        loader.dispose()
+    if type(document) is not _Mapping:
+        raise SpecError(spec_path, 1, "", f"expected a mapping, got {_type_name(type(document))}")
+
+    top = _Entry(spec_path, document, location="", line=document.line)
+    top.expect_keys(required=("backend", "checks", "ops"))
+    backend = _parse_backend(top.entry("backend"))
+    checks = tuple(_parse_check(entry) for entry in top.named_entries("checks"))
+    ops = tuple(_parse_op(entry, checks) for entry in top.named_entries("ops"))
+    return model.Spec(path=spec_path, backend=backend, checks=checks, ops=ops)
+
+
+class _Mapping(dict):
+    """A YAML mapping that remembers its own line and the line of each key."""
+
+    def __init__(self, line: int):
+        super().__init__()
+        self.line = line
+        self.key_lines: dict[str, int] = {}
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """A SafeLoader that builds `_Mapping`s and rejects duplicate keys.
+
+    Keys are kept verbatim as strings, so YAML 1.1 does not turn the key `on` into True.
+    """
+
+    def __init__(self, text: str, spec_path: str):
+        super().__init__(text)
+        self.spec_path = spec_path
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._reject_duplicate_keys(node, location="")
+        return super().construct_document(node)
+
+    def _reject_duplicate_keys(self, node: yaml.Node, location: str) -> None:
+        if isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                self._reject_duplicate_keys(item, f"{location}[{index}]")
+        elif isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, value_node in node.value:
+                key, line = key_node.value, _line(key_node.start_mark)
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise SpecError(self.spec_path, line, location, "keys must be strings")
+                if key in seen:
+                    raise SpecError(self.spec_path, line, location, f"duplicate key {key!r}")
+                seen.add(key)
+                self._reject_duplicate_keys(value_node, _join(location, key))
+
+    def _construct_mapping(self, node: yaml.MappingNode):
+        mapping = _Mapping(_line(node.start_mark))
+        yield mapping
+        for key_node, value_node in node.value:
+            mapping[key_node.value] = self.construct_object(value_node)
+            mapping.key_lines[key_node.value] = _line(key_node.start_mark)
+
+
+_SpecLoader.add_constructor("tag:yaml.org,2002:map", _SpecLoader._construct_mapping)
+
+
+class _Entry:
+    """A mapping of the spec under validation: typed access to its keys, errors at its location."""
+
+    def __init__(
+        self, spec_path: str, mapping: _Mapping, location: str, line: int, name: str = ""
+    ):
+        self.spec_path = spec_path
+        self.mapping = mapping
+        self.location = location
+        self.line = line
+        self.name = name  # the key the entry is stored under, for entries of a mapping
+
+    def error(self, problem: str, key: str | None = None) -> SpecError:
+        """An error about the entry, reported at `key`'s line if given."""
+        line = self.mapping.key_lines[key] if key else self.line
+        return SpecError(self.spec_path, line, self.location, problem)
+
+    def value_error(self, key: str, problem: str) -> SpecError:
+        """An error about the value of `key`."""
+        location = _join(self.location, key)
+        return SpecError(self.spec_path, self.mapping.key_lines[key], location, problem)
+
+    def expect_keys(self, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+        expected = required + optional
+        for key in self.mapping:
+            if key not in expected:
+                problem = f"unknown key {key!r} (expected one of: {', '.join(sorted(expected))})"
+                raise self.error(problem, key)
+        for key in required:
+            if key not in self.mapping:
+                raise self.error(f"missing key {key!r}")
+
+    def get(self, key: str, expected_type: type) -> Any:
+        value = self.mapping[key]
+        if type(value) is not expected_type:
+            problem = f"expected {_type_name(expected_type)}, got {_type_name(type(value))}"
+            raise self.value_error(key, problem)
+        return value
+
+    def string(self, key: str) -> str:
+        value = self.get(key, str)
+        if not value.strip():
+            raise self.value_error(key, "must not be empty")
+        return value
+
+    def matching(self, key: str, pattern: re.Pattern, what: str) -> str:
+        """A string that `pattern` matches; `what` says in words what it must be."""
+        value = self.string(key)
+        if not pattern.fullmatch(value):
+            raise self.value_error(key, f"{value!r} is not {what}")
+        return value
+
+    def identifier(self, key: str) -> str:
+        value = self.string(key)
+        if not _is_identifier(value):
+            raise self.value_error(key, f"{value!r} is not a valid C/Python identifier")
+        return value
+
+    def one_of(self, key: str, choices: Iterable[str], what: str) -> str:
+        value, choices = self.string(key), tuple(choices)
+        if value not in choices:
+            problem = f"unknown {what} {value!r} (expected one of: {', '.join(choices)})"
+            raise self.value_error(key, problem)
+        return value
+
+    def identifiers(self, key: str) -> tuple[str, ...]:
+        """A list of distinct identifiers."""
+        values = self.get(key, list)
+        for index, value in enumerate(values):
+            if type(value) is not str or not _is_identifier(value):
+                raise self.value_error(key, f"{value!r} is not a valid C/Python identifier")
+            if value in values[:index]:
+                raise self.value_error(key, f"duplicate entry {value!r}")
+        return tuple(values)
+
+    def entry(self, key: str) -> _Entry:
+        """The mapping stored under `key`."""
+        mapping, location = self.get(key, _Mapping), _join(self.location, key)
+        return _Entry(self.spec_path, mapping, location, self.mapping.key_lines[key], name=key)
+
+    def named_entries(self, key: str) -> list[_Entry]:
+        """The mappings stored under `key`, each under its name (`checks`, `ops`)."""
+        container = self.entry(key)
+        for name in container.mapping:
+            if not _is_identifier(name):
+                raise container.error(f"name {name!r} is not a valid C/Python identifier", name)
+        return [container.entry(name) for name in container.mapping]
+
+    def listed_entries(self, key: str) -> list[_Entry]:
+        """The mappings listed under `key`."""
+        entries = []
+        for index, item in enumerate(self.get(key, list)):
+            location = f"{_join(self.location, key)}[{index}]"
+            if type(item) is not _Mapping:
+                problem = f"expected a mapping, got {_type_name(type(item))}"
+                raise SpecError(self.spec_path, self.mapping.key_lines[key], location, problem)
+            entries.append(_Entry(self.spec_path, item, location, item.line))
+        return entries
+
+
+def _parse_backend(entry: _Entry) -> model.Backend:
+    entry.expect_keys(
+        required=(
+            "name", "cpp_namespace", "cpp_class", "work_class", "python_module", "devices",
+            "capabilities", "runtime", "options",
+        )
+    )
+    name = entry.identifier("name")
+    cpp_namespace = entry.matching("cpp_namespace", *_CPP_NAMESPACE)
+    cpp_class = entry.identifier("cpp_class")
+    work_class = entry.identifier("work_class")
+    python_module = entry.matching("python_module", *_PYTHON_MODULE)
+    devices = entry.identifiers("devices")
+    if not devices:
+        raise entry.value_error("devices", "must list at least one device type")
+    return model.Backend(
+        name=name,
+        cpp_namespace=cpp_namespace,
+        cpp_class=cpp_class,
+        work_class=work_class,
+        python_module=python_module,
+        devices=devices,
+        capabilities=_parse_capabilities(entry.entry("capabilities")),
+        runtime=_parse_runtime(entry.entry("runtime")),
+        options=_parse_named_list(entry, "options", _parse_option),
+        line=entry.line,
+    )
+
+
+def _parse_capabilities(entry: _Entry) -> tuple[tuple[str, bool], ...]:
+    entry.expect_keys(required=(), optional=model.CAPABILITIES)
+    return tuple((name, entry.get(name, bool)) for name in entry.mapping)
+
+
+def _parse_runtime(entry: _Entry) -> model.Runtime:
+    entry.expect_keys(required=("header", "namespace"))
+    return model.Runtime(
+        header=entry.string("header"),
+        namespace=entry.matching("namespace", *_CPP_NAMESPACE),
+        line=entry.line,
+    )
+
+
+def _parse_option(entry: _Entry) -> model.Option:
+    entry.expect_keys(required=("name", "type", "default", "description"))
+    name = entry.identifier("name")
+    if name in _RESERVED_OPTIONS:
+        raise entry.value_error("name", f"{name!r} is already a field of c10d::Backend::Options")
+    option_type = entry.one_of("type", model.OPTION_TYPES, "option type")
+    return model.Option(
+        name=name,
+        type=option_type,
+        default=entry.get("default", _OPTION_DEFAULT_TYPES[option_type]),
+        description=entry.string("description"),
+        line=entry.line,
+    )
+
+
+def _parse_check(entry: _Entry) -> model.Check:
+    entry.expect_keys(
+        required=("description", "subject", "condition", "message"), optional=("params",)
+    )
+    description = entry.string("description")
+    subject = entry.one_of("subject", model.SUBJECT_KINDS, "subject")
+    params = entry.identifiers("params") if "params" in entry.mapping else ()
+    for param in params:
+        if param in _RESERVED_PARAMS:
+            problem = f"{param!r} is reserved (reserved: {', '.join(_RESERVED_PARAMS)})"
+            raise entry.value_error("params", problem)
+    return model.Check(
+        name=entry.name,
+        description=description,
+        subject=subject,
+        params=params,
+        condition=entry.string("condition"),
+        message=_parse_message(entry, params),
+        line=entry.line,
+    )
+
+
+def _parse_message(entry: _Entry, params: tuple[str, ...]) -> str:
+    """A check's message, whose placeholders pair up and whose `{param!text}`s name params."""
+    message = entry.string("message")
+    unpaired = re.search(r"[{}]", _PLACEHOLDER.sub("", message))
+    if unpaired:
+        problem = f"unmatched {unpaired[0]!r} (placeholders are {{...}} and do not nest)"
+        raise entry.value_error("message", problem)
+    for placeholder in _PLACEHOLDER.findall(message):
+        if not placeholder.strip():
+            raise entry.value_error("message", "empty placeholder {}")
+        param = placeholder.removesuffix("!text")
+        if param != placeholder and param not in params:
+            problem = (
+                f"placeholder {{{placeholder}}} names {param!r}, which is not a param of the check"
+                f" (params: {_list(params)})"
+            )
+            raise entry.value_error("message", problem)
+        conversion = _CONVERSION.fullmatch(placeholder)
+        if conversion and conversion[2] != "text":
+            problem = (
+                f"placeholder {{{placeholder}}} has unknown conversion '!{conversion[2]}'"
+                " (the only one is '!text')"
+            )
+            raise entry.value_error("message", problem)
+    return message
+
+
+def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
+    entry.expect_keys(
+        required=("tier", "op_type", "description", "args", "checks", "result", "runtime")
+    )
+    tier = entry.one_of("tier", model.TIERS, "tier")
+    op_type = entry.identifier("op_type")
+    description = entry.string("description")
+    args = _parse_named_list(entry, "args", _parse_arg)
+    return model.Op(
+        name=entry.name,
+        tier=tier,
+        op_type=op_type,
+        description=description,
+        args=args,
+        checks=tuple(_parse_check_use(use, checks, args) for use in entry.listed_entries("checks")),
+        result=_parse_result(entry, args),
+        runtime=entry.identifier("runtime"),
+        line=entry.line,
+    )
+
+
+def _parse_arg(entry: _Entry) -> model.Arg:
+    entry.expect_keys(required=("name", "kind"), optional=("type",))
+    name = entry.identifier("name")
+    kind = entry.one_of("kind", model.ARG_KINDS, "argument kind")
+    if kind == "options" and "type" not in entry.mapping:
+        problem = "missing key 'type' (the c10d options struct of an argument of kind options)"
+        raise entry.error(problem)
+    if kind != "options" and "type" in entry.mapping:
+        raise entry.error(f"key 'type' is only for arguments of kind options, not {kind}", "type")
+    arg_type = entry.identifier("type") if kind == "options" else None
+    return model.Arg(name=name, kind=kind, type=arg_type, line=entry.line)
+
+
+def _parse_check_use(
+    entry: _Entry, checks: tuple[model.Check, ...], args: tuple[model.Arg, ...]
+) -> model.CheckUse:
+    """`{check: NAME, on: SUBJECT, PARAM: EXPR, ...}`: binds every param of the check."""
+    for key in ("check", "on"):
+        if key not in entry.mapping:
+            raise entry.error(f"missing key {key!r}")
+    name = entry.one_of("check", (check.name for check in checks), "check")
+    check = next(check for check in checks if check.name == name)
+    for key in entry.mapping:
+        if key not in ("check", "on", *check.params):
+            problem = f"check {name!r} has no param {key!r} (params: {_list(check.params)})"
+            raise entry.error(problem, key)
+    for param in check.params:
+        if param not in entry.mapping:
+            raise entry.error(f"missing binding for param {param!r} of check {name!r}")
+    return model.CheckUse(
+        check=name,
+        on=_parse_on(entry, check, args),
+        bindings=tuple((param, entry.string(param)) for param in check.params),
+        line=entry.line,
+    )
+
+
+def _parse_on(entry: _Entry, check: model.Check, args: tuple[model.Arg, ...]) -> str:
+    """What a check is applied on: an argument its subject accepts, or any expression (`value`)."""
+    on = entry.string("on")
+    accepted_kinds = model.SUBJECT_ACCEPTS[check.subject]
+    if accepted_kinds is None:
+        return on
+    arg = _find_arg(args, on)
+    if arg is None:
+        problem = f"{on!r} is not an argument of the op (arguments: {_list(a.name for a in args)})"
+        raise entry.value_error("on", problem)
+    if arg.kind not in accepted_kinds:
+        problem = (
+            f"check {check.name!r} has subject {check.subject}, which cannot be applied to {on!r}"
+            f" of kind {arg.kind} (accepted kinds: {', '.join(accepted_kinds)})"
+        )
+        raise entry.value_error("on", problem)
+    return on
+
+
+def _parse_result(entry: _Entry, args: tuple[model.Arg, ...]) -> str | None:
+    result = entry.string("result")
+    if result == "none":
+        return None
+    arg = _find_arg(args, result)
+    if arg is None:
+        problem = (
+            f"{result!r} is neither 'none' nor an argument of the op"
+            f" (arguments: {_list(a.name for a in args)})"
+        )
+        raise entry.value_error("result", problem)
+    if arg.kind not in _TENSOR_KINDS:
+        problem = f"argument {result!r} is of kind {arg.kind}, which holds no tensors"
+        raise entry.value_error("result", problem)
+    return result
+
+
+def _parse_named_list(entry: _Entry, key: str, parse: Callable[[_Entry], Any]) -> tuple:
+    """Parses the mappings listed under `key` with `parse`; the results' names must be distinct."""
+    items = []
+    for item_entry in entry.listed_entries(key):
+        item = parse(item_entry)
+        if any(other.name == item.name for other in items):
+            raise item_entry.value_error("name", f"duplicate name {item.name!r}")
+        items.append(item)
+    return tuple(items)
+
+
+def _find_arg(args: tuple[model.Arg, ...], name: str) -> model.Arg | None:
+    return next((arg for arg in args if arg.name == name), None)
+
+
+def _is_identifier(name: str) -> bool:
+    return bool(_IDENTIFIER.fullmatch(name)) and not keyword.iskeyword(name)
+
+
+def _list(names: Iterable[str]) -> str:
+    return ", ".join(names) or "none"
+
+
+def _join(location: str, key: str) -> str:
+    return f"{location}.{key}" if location else key
+
+
+def _line(mark: yaml.Mark) -> int:
+    return mark.line + 1
+
+
+_TYPE_NAMES = {
+    _Mapping: "a mapping", list: "a list", str: "a string", bool: "a bool", int: "an int",
+    float: "a float", type(None): "null",
+}
+
+
+def _type_name(value_type: type) -> str:
+    return _TYPE_NAMES.get(value_type, value_type.__name__)

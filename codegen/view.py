@@ -1,0 +1,312 @@
+"""The view model: every decision about the generated code, made once, in Python.
+
+Templates only loop over and substitute what `build_view` returns; they contain no logic about
+the spec. C++ spelled here (types, loops, macro arguments) is spelled nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .model import Arg, Check, CheckUse, Op, Option, Spec
+
+GENERATED_MARKER = "generated — do not edit"
+REGEN_COMMAND = "python -m codegen"
+
+_CPP_PARAM_TYPES = {
+    "tensor": "at::Tensor&",
+    "tensor_list": "std::vector<at::Tensor>&",
+    "tensor_list_list": "std::vector<std::vector<at::Tensor>>&",
+    "int": "int",
+    "int_list": "std::vector<int64_t>&",
+}
+_CPP_OPTION_TYPES = {"string": "std::string", "int": "int64_t", "bool": "bool"}
+# The C++ name each subject kind has inside a check's condition and message.
+_SUBJECT_NAMES = {"tensor": "tensor", "tensor_list": "tensors", "list": "list", "value": "value"}
+# How many list levels a subject kind walks into, by the kind of argument it is applied on.
+_LOOP_DEPTH = {
+    ("tensor", "tensor"): 0,
+    ("tensor", "tensor_list"): 1,
+    ("tensor", "tensor_list_list"): 2,
+    ("tensor_list", "tensor_list"): 0,
+    ("tensor_list", "tensor_list_list"): 1,
+}
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# The Python property torch binds for each c10d::Backend capability.
+_PYTHON_CAPABILITIES = {
+    "supportsCoalescing": "supports_coalescing",
+    "supportsSplitting": "supports_splitting",
+    "supportsTimeEstimation": "supports_time_estimate",
+    "supportsShrinking": "supports_shrinking",
+}
+
+
+@dataclass(frozen=True)
+class MacroView:
+    """One validation macro in the checks header."""
+
+    name: str
+    check: str
+    description: str
+    params: tuple[str, ...]  # macro parameters after (op, label)
+    condition: str
+    message_args: tuple[str, ...]  # TORCH_CHECK message pieces after `op, ": "`
+
+
+@dataclass(frozen=True)
+class LoopView:
+    indent: str
+    var: str
+    container: str
+
+
+@dataclass(frozen=True)
+class CheckCallView:
+    loops: tuple[LoopView, ...]
+    indent: str
+    macro: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OpView:
+    name: str
+    python_name: str
+    description: str
+    tier: str
+    label: str  # "occl.allreduce": error prefix
+    profiling_title: str  # "occl:allreduce"
+    op_type: str
+    params: str  # the C++ parameter list
+    check_calls: tuple[CheckCallView, ...]
+    captures: str  # lambda captures: the arguments, by value
+    runtime_call: str  # "::occl::runtime::allreduce(ctx, tensors, opts)"
+    timeout: str
+    result: str  # a C++ expression: std::vector<at::Tensor> completing the future
+    python_args: str  # arguments for the generated world-size-1 smoke test
+    result_index: int | None  # position of the argument whose tensors the future holds
+
+
+@dataclass(frozen=True)
+class OptionView:
+    name: str
+    cpp_type: str
+    cpp_default: str
+    python_default: str
+    description: str
+
+
+@dataclass(frozen=True)
+class View:
+    header: str  # the "generated — do not edit" line, without comment syntax
+    spec_path: str
+    backend_name: str
+    namespace: str
+    cpp_class: str
+    work_class: str
+    python_module: str
+    extension_name: str  # last component of python_module: the PYBIND11_MODULE name
+    devices: tuple[str, ...]
+    device_enums: tuple[str, ...]
+    capabilities: tuple[tuple[str, str], ...]  # (C++ method, "true"/"false")
+    python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
+    runtime_header: str
+    runtime_namespace: str
+    options: tuple[OptionView, ...]
+    macros: tuple[MacroView, ...]
+    ops: tuple[OpView, ...]
+    files: dict  # template name -> output path, relative to the output folder
+    header_file: str  # the backend header's file name, as the sources include it
+    checks_file: str
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def _cpp_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _macro_name(spec: Spec, check: Check) -> str:
+    return f"{spec.backend.name.upper()}_CHECK_{check.name.upper()}"
+
+
+def _message_args(check: Check) -> tuple[str, ...]:
+    """Splits a check message into TORCH_CHECK pieces: literals, `label`, expressions."""
+    pieces: list[str] = []
+    position = 0
+    for match in _PLACEHOLDER.finditer(check.message):
+        if match.start() > position:
+            pieces.append(_cpp_string(check.message[position : match.start()]))
+        expression = match.group(1)
+        if expression == "label":
+            pieces.append("label")
+        elif expression.endswith("!text"):
+            pieces.append(expression[: -len("!text")] + "_text")
+        else:
+            pieces.append(f"({expression})")
+        position = match.end()
+    if position < len(check.message):
+        pieces.append(_cpp_string(check.message[position:]))
+    return tuple(pieces)
+
+
+def _text_params(check: Check) -> tuple[str, ...]:
+    used = {
+        m.group(1)[: -len("!text")]
+        for m in _PLACEHOLDER.finditer(check.message)
+        if m.group(1).endswith("!text")
+    }
+    return tuple(p for p in check.params if p in used)
+
+
+def _macro(spec: Spec, check: Check) -> MacroView:
+    params = (_SUBJECT_NAMES[check.subject], *check.params)
+    params += tuple(f"{p}_text" for p in _text_params(check))
+    return MacroView(
+        name=_macro_name(spec, check),
+        check=check.name,
+        description=check.description,
+        params=params,
+        condition=check.condition,
+        message_args=_message_args(check),
+    )
+
+
+def _check_call(spec: Spec, op: Op, use: CheckUse, base_indent: str) -> CheckCallView:
+    check = spec.check(use.check)
+    args_by_name = {a.name: a for a in op.args}
+    loops: list[LoopView] = []
+    if check.subject == "value":
+        subject, label = use.on, _cpp_string(use.on)
+    else:
+        arg = args_by_name[use.on]
+        depth = 0 if check.subject == "list" else _LOOP_DEPTH[(check.subject, arg.kind)]
+        subject = arg.name
+        indices = []
+        for level in range(depth):
+            var = f"i{level}"
+            loops.append(LoopView(base_indent + "  " * level, var, subject))
+            subject = f"{subject}[{var}]"
+            indices.append(var)
+        label = (
+            f"{spec.backend.cpp_namespace}::CheckLabel({_cpp_string(arg.name)}, {', '.join(indices)})"
+            if indices
+            else _cpp_string(arg.name)
+        )
+    bound = dict(use.bindings)
+    args = ["kOp", label, f"({subject})"]
+    args += [f"({bound[p]})" for p in check.params]
+    args += [_cpp_string(bound[p]) for p in _text_params(check)]
+    return CheckCallView(
+        loops=tuple(loops),
+        indent=base_indent + "  " * len(loops),
+        macro=_macro_name(spec, check),
+        args=tuple(args),
+    )
+
+
+def _param(arg: Arg) -> str:
+    if arg.kind == "options":
+        return f"const c10d::{arg.type}& {arg.name}"
+    return f"{_CPP_PARAM_TYPES[arg.kind]} {arg.name}"
+
+
+def _result(op: Op) -> str:
+    if op.result is None:
+        return "std::vector<at::Tensor>{}"
+    kind = next(a.kind for a in op.args if a.name == op.result)
+    return {
+        "tensor": f"std::vector<at::Tensor>{{{op.result}}}",
+        "tensor_list": op.result,
+        "tensor_list_list": f"flatten({op.result})",
+    }[kind]
+
+
+def _python_arg(arg: Arg) -> str:
+    """An argument for a world-size-1 call in the generated smoke test."""
+    return {
+        "tensor": "make_tensor()",
+        "tensor_list": "[make_tensor()]",
+        "tensor_list_list": "[[make_tensor()]]",
+        "int": "0",
+        "int_list": "[]",
+        "options": f"c10d.{arg.type}()",
+    }[arg.kind]
+
+
+def _op(spec: Spec, op: Op) -> OpView:
+    options = [a for a in op.args if a.kind == "options"]
+    names = ", ".join(a.name for a in op.args)
+    ns = spec.backend.runtime.namespace
+    return OpView(
+        name=op.name,
+        python_name=_snake(op.name),
+        description=op.description,
+        tier=op.tier,
+        label=f"{spec.backend.name}.{op.name}",
+        profiling_title=f"{spec.backend.name}:{op.name}",
+        op_type=op.op_type,
+        params=", ".join(_param(a) for a in op.args),
+        check_calls=tuple(_check_call(spec, op, use, "  ") for use in op.checks),
+        captures=names,
+        runtime_call=f"::{ns}::{op.runtime}(ctx{', ' if names else ''}{names})",
+        timeout=f"{options[0].name}.timeout" if options else "c10d::kUnsetTimeout",
+        result=_result(op),
+        python_args=", ".join(_python_arg(a) for a in op.args),
+        result_index=next((i for i, a in enumerate(op.args) if a.name == op.result), None),
+    )
+
+
+def _option(option: Option) -> OptionView:
+    if option.type == "string":
+        cpp_default, python_default = _cpp_string(option.default), repr(option.default)
+    elif option.type == "bool":
+        cpp_default = "true" if option.default else "false"
+        python_default = repr(bool(option.default))
+    else:
+        cpp_default = python_default = str(option.default)
+    return OptionView(
+        name=option.name,
+        cpp_type=_CPP_OPTION_TYPES[option.type],
+        cpp_default=cpp_default,
+        python_default=python_default,
+        description=option.description,
+    )
+
+
+def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
+    backend = spec.backend
+    cls = backend.cpp_class
+    return View(
+        header=f"{GENERATED_MARKER}. Source: {spec_path}; regenerate with `{REGEN_COMMAND}`.",
+        spec_path=spec_path,
+        backend_name=backend.name,
+        namespace=backend.cpp_namespace,
+        cpp_class=cls,
+        work_class=backend.work_class,
+        python_module=backend.python_module,
+        extension_name=backend.python_module.rsplit(".", 1)[-1],
+        devices=backend.devices,
+        device_enums=tuple(f"c10::DeviceType::{d.upper()}" for d in backend.devices),
+        capabilities=tuple((name, "true" if value else "false") for name, value in backend.capabilities),
+        python_capabilities=tuple(
+            (_PYTHON_CAPABILITIES[name], value) for name, value in backend.capabilities
+        ),
+        runtime_header=backend.runtime.header,
+        runtime_namespace=backend.runtime.namespace,
+        options=tuple(_option(o) for o in backend.options),
+        macros=tuple(_macro(spec, c) for c in spec.checks),
+        ops=tuple(_op(spec, op) for op in spec.ops),
+        header_file=f"{cls}.hpp",
+        checks_file=f"{backend.name}_checks.hpp",
+        files={
+            "backend.hpp.j2": f"csrc/{cls}.hpp",
+            "backend.cpp.j2": f"csrc/{cls}.cpp",
+            "checks.hpp.j2": f"csrc/{backend.name}_checks.hpp",
+            "bindings.cpp.j2": f"csrc/{backend.name}_bindings.cpp",
+            "test_backend.py.j2": f"tests/test_{backend.name}_generated.py",
+        },
+    )

@@ -1,0 +1,74 @@
+// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m codegen`.
+//
+// Validation macros, one per entry of `checks:` in the spec. Each raises through TORCH_CHECK
+// with a message that names the op, the argument and the rule. The generated backend calls them
+// before an op is queued, so bad arguments raise at the call, on the caller's thread.
+#pragma once
+
+#include <c10/core/DeviceType.h>
+#include <c10/util/Exception.h>
+
+#include <cstddef>
+#include <ostream>
+
+namespace occl {
+
+// Device types the backend accepts (spec: backend.devices).
+inline bool is_supported_device(c10::DeviceType type) {
+  return type == c10::DeviceType::CPU;
+}
+constexpr const char* kSupportedDevices = "cpu";
+
+// Names one element of a list argument in error messages: output_tensors[1][0].
+struct CheckLabel {
+  CheckLabel(const char* name, size_t index) : name(name), depth(1), index{index, 0} {}
+  CheckLabel(const char* name, size_t outer, size_t inner)
+      : name(name), depth(2), index{outer, inner} {}
+  const char* name;
+  int depth;
+  size_t index[2];
+};
+
+inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
+  out << label.name;
+  for (int level = 0; level < label.depth; ++level) out << '[' << label.index[level] << ']';
+  return out;
+}
+
+}  // namespace occl
+
+// single_entry: The list has exactly one entry; occl takes one tensor per process, as gloo does.
+#define OCCL_CHECK_SINGLE_ENTRY(op, label, list) \
+  TORCH_CHECK(list.size() == 1, op, ": ", label, " has ", (list.size()), " entries, expected exactly 1 (one tensor per process)")
+
+// dense: The tensor is strided; sparse and other layouts are rejected.
+#define OCCL_CHECK_DENSE(op, label, tensor) \
+  TORCH_CHECK(tensor.layout() == c10::kStrided, op, ": ", label, " has layout ", (tensor.layout()), ", expected a dense (strided) tensor")
+
+// supported_device: The tensor lives on a device type listed in `backend.devices`.
+#define OCCL_CHECK_SUPPORTED_DEVICE(op, label, tensor) \
+  TORCH_CHECK(is_supported_device(tensor.device().type()), op, ": ", label, " is on device ", (tensor.device()), ", expected one of: ", (kSupportedDevices))
+
+// same_dtype: The tensor has the dtype of a reference tensor (no mixed dtypes in one call).
+#define OCCL_CHECK_SAME_DTYPE(op, label, tensor, reference, reference_text) \
+  TORCH_CHECK(tensor.scalar_type() == reference.scalar_type(), op, ": ", label, " has dtype ", (tensor.scalar_type()), ", expected ", (reference.scalar_type()), " (the dtype of ", reference_text, ")")
+
+// numel_equals: The tensor has exactly the number of elements the op needs.
+#define OCCL_CHECK_NUMEL_EQUALS(op, label, tensor, expected, expected_text) \
+  TORCH_CHECK(tensor.numel() == (expected), op, ": ", label, " has ", (tensor.numel()), " elements, expected ", (expected), " (= ", expected_text, ")")
+
+// list_length_is_world_size: The list holds one tensor per rank of the group.
+#define OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(op, label, tensors) \
+  TORCH_CHECK(tensors.size() == static_cast<size_t>(world_size), op, ": ", label, " has ", (tensors.size()), " tensors, expected ", (world_size), " (= world size)")
+
+// root_rank_in_range: A root rank names a member of the group.
+#define OCCL_CHECK_ROOT_RANK_IN_RANGE(op, label, value) \
+  TORCH_CHECK(value >= 0 && value < world_size, op, ": ", label, " is ", (value), ", expected a rank in [0, ", (world_size), ")")
+
+// root_tensor_is_zero: A root tensor index is 0, since every process passes exactly one tensor.
+#define OCCL_CHECK_ROOT_TENSOR_IS_ZERO(op, label, value) \
+  TORCH_CHECK(value == 0, op, ": ", label, " is ", (value), ", expected 0 (one tensor per process)")
+
+// reduce_op_supports_dtype: The reduce op is defined for the tensor's dtype (bitwise ops need integers or bool; AVG and PREMUL_SUM need numbers).
+#define OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(op, label, tensor, reduce_op) \
+  TORCH_CHECK(reduce_op_unsupported_reason(reduce_op, tensor.scalar_type()) == nullptr, op, ": ", label, " has dtype ", (tensor.scalar_type()), ", which reduce op ", (reduce_op_name(reduce_op)), " does not support: ", (reduce_op_unsupported_reason(reduce_op, tensor.scalar_type())))

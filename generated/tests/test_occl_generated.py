@@ -1,0 +1,152 @@
+# generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m codegen`.
+#
+# Checks, from the spec alone, that the built backend is what the spec declares: its name,
+# capabilities and options, and that every op runs in a group of one, where every output must
+# equal the input.
+import datetime
+import importlib
+
+import pytest
+import torch
+import torch._C._distributed_c10d as c10d
+import torch.distributed as dist
+
+extension = importlib.import_module("torch_occl._C")
+Backend = extension.ProcessGroupOCCL
+
+OPS = ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier"]
+
+
+def make_tensor():
+    return torch.arange(6, dtype=torch.float32).reshape(2, 3)
+
+
+def make_backend():
+    options = Backend.Options()
+    options._timeout = datetime.timedelta(seconds=10)
+    return Backend(dist.HashStore(), 0, 1, options)
+
+
+def test_module_declares_the_spec():
+    assert extension.BACKEND_NAME == "occl"
+    assert list(extension.DEVICES) == ["cpu"]
+    assert list(extension.OPS) == ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier"]
+
+
+def test_backend_name_and_capabilities():
+    backend = make_backend()
+    assert backend.name() == "occl"
+    assert backend.supports_coalescing is False
+    assert backend.supports_splitting is False
+    assert backend.supports_time_estimate is False
+    assert backend.supports_shrinking is False
+
+
+def test_option_defaults():
+    options = Backend.Options()
+    assert options.bind_address == '127.0.0.1'
+    assert options.group_id == '0'
+
+
+def test_broadcast_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], c10d.BroadcastOptions(),)
+    work = backend.broadcast(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_allreduce_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], c10d.AllreduceOptions(),)
+    work = backend.allreduce(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_allgather_in_a_group_of_one():
+    backend = make_backend()
+    args = ([[make_tensor()]], [make_tensor()], c10d.AllgatherOptions(),)
+    work = backend.allgather(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_allgather_base_in_a_group_of_one():
+    backend = make_backend()
+    args = (make_tensor(), make_tensor(), c10d.AllgatherOptions(),)
+    work = backend._allgather_base(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_reduce_scatter_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], [[make_tensor()]], c10d.ReduceScatterOptions(),)
+    work = backend.reduce_scatter(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_reduce_scatter_base_in_a_group_of_one():
+    backend = make_backend()
+    args = (make_tensor(), make_tensor(), c10d.ReduceScatterOptions(),)
+    work = backend._reduce_scatter_base(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_barrier_in_a_group_of_one():
+    backend = make_backend()
+    args = (c10d.BarrierOptions(),)
+    work = backend.barrier(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    assert work.get_future().value() == []
+
+
+def _tensors(arg):
+    if isinstance(arg, torch.Tensor):
+        return [arg]
+    if isinstance(arg, list):
+        return [t for item in arg for t in _tensors(item)]
+    return []

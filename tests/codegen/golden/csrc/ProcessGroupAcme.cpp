@@ -1,0 +1,125 @@
+// generated — do not edit. Source: tests/codegen/fixtures/mini.yaml; regenerate with `python -m codegen`.
+#include "ProcessGroupAcme.hpp"
+
+#include "acme_checks.hpp"
+
+#include <ATen/core/jit_type.h>
+
+namespace acme::c10d {
+// The spec's check conditions name runtime functions unqualified.
+using namespace ::acme::runtime;
+
+namespace {
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
+}  // namespace
+
+WorkAcme::WorkAcme(int rank, c10d::OpType op_type,
+    const char* profiling_title, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, op_type, profiling_title, outputs),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkAcme::getFuture() { return future_; }
+
+std::vector<at::Tensor> WorkAcme::result() { return outputs_; }
+
+void WorkAcme::complete(std::exception_ptr error) {
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(error);
+}
+
+ProcessGroupAcme::Options::Options() : c10d::Backend::Options("acme") {}
+
+ProcessGroupAcme::ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+    int size, c10::intrusive_ptr<Options> options)
+    : c10d::Backend(rank, size), options_(std::move(options)) {
+  Config config;
+  config.timeout = options_->timeout;
+  config.group_name = options_->group_name;
+  config.global_ranks_in_group = options_->global_ranks_in_group;
+  config.address = options_->address;
+  config.port = options_->port;
+  config.verbose = options_->verbose;
+  runtime_ = std::make_unique<Runtime>(store, rank, size, std::move(config));
+}
+
+ProcessGroupAcme::~ProcessGroupAcme() = default;
+
+const std::string ProcessGroupAcme::getBackendName() const { return "acme"; }
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupAcme::getBackendOptions() {
+  return options_;
+}
+
+bool ProcessGroupAcme::supportsCoalescing() const { return true; }
+
+bool ProcessGroupAcme::supportsSplitting() const { return false; }
+
+void ProcessGroupAcme::shutdown() { runtime_->shutdown(); }
+
+void ProcessGroupAcme::abort() { runtime_->abort(); }
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
+  static constexpr const char* kOp = "acme.allgather";
+  [[maybe_unused]] const int world_size = getSize();
+  ACME_CHECK_SINGLE_ENTRY(kOp, "input_tensors", (input_tensors));
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      ACME_CHECK_DENSE(kOp, acme::c10d::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    ACME_CHECK_ONE_PER_RANK(kOp, acme::c10d::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      ACME_CHECK_SAME_DTYPE(kOp, acme::c10d::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+    }
+  }
+  auto work = c10::make_intrusive<WorkAcme>(
+      getRank(), c10d::OpType::ALLGATHER, "acme:allgather", flatten(output_tensors));
+  runtime_->submit(
+      kOp, opts.timeout,
+      [output_tensors, input_tensors, opts](OpContext& ctx) { ::acme::runtime::all_gather(ctx, output_tensors, input_tensors, opts); },
+      [work](std::exception_ptr error) { work->complete(error); });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  static constexpr const char* kOp = "acme.send";
+  [[maybe_unused]] const int world_size = getSize();
+  ACME_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  ACME_CHECK_RANK_IN_RANGE(kOp, "dstRank", (dstRank));
+  auto work = c10::make_intrusive<WorkAcme>(
+      getRank(), c10d::OpType::SEND, "acme:send", tensors);
+  runtime_->submit(
+      kOp, c10d::kUnsetTimeout,
+      [tensors, dstRank, tag](OpContext& ctx) { ::acme::runtime::send(ctx, tensors, dstRank, tag); },
+      [work](std::exception_ptr error) { work->complete(error); });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::barrier(const c10d::BarrierOptions& opts) {
+  static constexpr const char* kOp = "acme.barrier";
+  [[maybe_unused]] const int world_size = getSize();
+  auto work = c10::make_intrusive<WorkAcme>(
+      getRank(), c10d::OpType::BARRIER, "acme:barrier", std::vector<at::Tensor>{});
+  runtime_->submit(
+      kOp, opts.timeout,
+      [opts](OpContext& ctx) { ::acme::runtime::barrier(ctx, opts); },
+      [work](std::exception_ptr error) { work->complete(error); });
+  return work;
+}
+
+}  // namespace acme::c10d

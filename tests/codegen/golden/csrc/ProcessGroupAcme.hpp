@@ -1,0 +1,75 @@
+// generated — do not edit. Source: tests/codegen/fixtures/mini.yaml; regenerate with `python -m codegen`.
+//
+// The acme c10d::Backend: argument checks and glue, generated; the work itself
+// is done by the runtime in acme/runtime.hpp.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "acme/runtime.hpp"
+
+namespace acme::c10d {
+
+// What every acme op returns. Its future holds the op's output tensors (as
+// gloo's does), so DDP comm hooks can read them.
+class WorkAcme : public c10d::Work {
+ public:
+  WorkAcme(int rank, c10d::OpType op_type, const char* profiling_title,
+      std::vector<at::Tensor> outputs);
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  std::vector<at::Tensor> result() override;
+
+  // Called once, by the runtime's worker: completes the future, then the Work.
+  void complete(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupAcme : public c10d::Backend {
+ public:
+  struct Options : c10d::Backend::Options {
+    Options();
+    // Address to listen on.
+    std::string address = "0.0.0.0";
+    // Port to listen on.
+    int64_t port = 29500;
+    // Log every op.
+    bool verbose = false;
+  };
+
+  // Connects to every other rank of the group through `store` before it returns.
+  ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      c10::intrusive_ptr<Options> options);
+  ~ProcessGroupAcme() override;
+
+  const std::string getBackendName() const override;
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
+  bool supportsCoalescing() const override;
+  bool supportsSplitting() const override;
+  void shutdown() override;
+  void abort() override;
+
+  // Every rank receives every rank's input.
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) override;
+
+  // Sends the tensor to one rank.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+
+  // Returns once every rank has entered it.
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  c10::intrusive_ptr<Options> options_;
+  std::unique_ptr<::acme::runtime::Runtime> runtime_;
+};
+
+}  // namespace acme::c10d

@@ -1,0 +1,41 @@
+// generated — do not edit. Source: tests/codegen/fixtures/mini.yaml; regenerate with `python -m codegen`.
+//
+// The Python module acme_dist._C: the backend class (a subclass of torch's
+// c10d Backend, held by c10::intrusive_ptr as torch requires) and its Options.
+#include <torch/csrc/utils/pybind.h>
+
+#include "ProcessGroupAcme.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, module) {
+  // The base classes are torch's; importing their module registers them with pybind11.
+  py::module_::import("torch._C._distributed_c10d");
+
+  module.attr("BACKEND_NAME") = "acme";
+  module.attr("DEVICES") = py::make_tuple("cpu", "cuda");
+  module.attr("OPS") = py::make_tuple("allgather", "send", "barrier");
+
+  using Backend = acme::c10d::ProcessGroupAcme;
+  auto backend = py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(
+      module, "ProcessGroupAcme");
+
+  py::class_<Backend::Options, c10d::Backend::Options, c10::intrusive_ptr<Backend::Options>>(
+      backend, "Options")
+      .def(py::init([] { return c10::make_intrusive<Backend::Options>(); }))
+      .def_readwrite("address", &Backend::Options::address,
+                     "Address to listen on.")
+      .def_readwrite("port", &Backend::Options::port,
+                     "Port to listen on.")
+      .def_readwrite("verbose", &Backend::Options::verbose,
+                     "Log every op.")
+      ;
+
+  backend.def(
+      py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                  const c10::intrusive_ptr<Backend::Options>& options) {
+        return c10::make_intrusive<Backend>(store, rank, size, options);
+      }),
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
+      py::call_guard<py::gil_scoped_release>());
+}

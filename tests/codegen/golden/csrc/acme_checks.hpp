@@ -1,0 +1,58 @@
+// generated — do not edit. Source: tests/codegen/fixtures/mini.yaml; regenerate with `python -m codegen`.
+//
+// Validation macros, one per entry of `checks:` in the spec. Each raises through TORCH_CHECK
+// with a message that names the op, the argument and the rule. The generated backend calls them
+// before an op is queued, so bad arguments raise at the call, on the caller's thread.
+#pragma once
+
+#include <c10/core/DeviceType.h>
+#include <c10/util/Exception.h>
+
+#include <cstddef>
+#include <ostream>
+
+namespace acme::c10d {
+
+// Device types the backend accepts (spec: backend.devices).
+inline bool is_supported_device(c10::DeviceType type) {
+  return type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA;
+}
+constexpr const char* kSupportedDevices = "cpu, cuda";
+
+// Names one element of a list argument in error messages: output_tensors[1][0].
+struct CheckLabel {
+  CheckLabel(const char* name, size_t index) : name(name), depth(1), index{index, 0} {}
+  CheckLabel(const char* name, size_t outer, size_t inner)
+      : name(name), depth(2), index{outer, inner} {}
+  const char* name;
+  int depth;
+  size_t index[2];
+};
+
+inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
+  out << label.name;
+  for (int level = 0; level < label.depth; ++level) out << '[' << label.index[level] << ']';
+  return out;
+}
+
+}  // namespace acme::c10d
+
+// single_entry: The list has exactly one entry.
+#define ACME_CHECK_SINGLE_ENTRY(op, label, list) \
+  TORCH_CHECK(list.size() == 1, op, ": ", label, " has ", (list.size()), " entries, expected 1")
+
+// dense: The tensor is strided.
+#define ACME_CHECK_DENSE(op, label, tensor) \
+  TORCH_CHECK(tensor.layout() == c10::kStrided, op, ": ", label, " has layout ", (tensor.layout()), ", expected a strided tensor")
+
+// same_dtype: The tensor has the dtype of a reference tensor.
+#define ACME_CHECK_SAME_DTYPE(op, label, tensor, reference, reference_text) \
+  TORCH_CHECK(tensor.scalar_type() == reference.scalar_type(), op, ": ", label, " has dtype ", (tensor.scalar_type()), ", expected ", (reference.scalar_type()), " (the dtype of ", reference_text, ")")
+
+// one_per_rank: The list holds one tensor per rank.
+#define ACME_CHECK_ONE_PER_RANK(op, label, tensors) \
+  TORCH_CHECK(tensors.size() == static_cast<size_t>(world_size), op, ": ", label, " has ", (tensors.size()), " tensors, expected ", (world_size))
+
+// rank_in_range: A rank names a member of the group.
+#define ACME_CHECK_RANK_IN_RANGE(op, label, value) \
+  TORCH_CHECK(value >= 0 && value < world_size, op, ": ", label, " is ", (value), ", expected a rank in [0, ", (world_size), ")")

@@ -1,0 +1,32 @@
+"""The rendered fixture spec matches the reviewed goldens under tests/codegen/golden/.
+
+After an intended change to the templates, rewrite the goldens and review their diff:
+
+    OCCL_UPDATE_GOLDEN=1 python -m pytest tests/codegen/test_golden.py
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("codegen.render", reason="codegen.render is not written yet")
+
+from codegen.__main__ import main  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+# Relative to the repository, so that output naming the spec's path does not depend on the checkout.
+ARGS = ["--spec", "tests/codegen/fixtures/mini.yaml", "--out", "tests/codegen/golden"]
+
+
+def test_rendered_mini_spec_matches_goldens(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    if os.environ.get("OCCL_UPDATE_GOLDEN") == "1":
+        assert main(ARGS) == 0
+    up_to_date = main([*ARGS, "--check"]) == 0
+    assert up_to_date, (
+        "the rendered output differs from tests/codegen/golden/; if the change is intended, rerun"
+        f" with OCCL_UPDATE_GOLDEN=1 and review the goldens' diff:\n{capsys.readouterr().out}"
+    )

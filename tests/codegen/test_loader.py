@@ -1,0 +1,285 @@
+"""codegen.loader: the fixture and the real spec load; each kind of broken spec fails exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codegen import model
+from codegen.errors import SpecError
+from codegen.loader import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+MINI = Path(__file__).parent / "fixtures" / "mini.yaml"
+
+
+def test_real_spec_loads():
+    spec = load_spec(REPO / "spec" / "collectives.yaml")
+    assert spec.backend.name == "occl"
+    assert spec.backend.runtime.namespace == "occl::runtime"
+    assert [op.name for op in spec.ops][:3] == ["broadcast", "allreduce", "allgather"]
+    # A `value` subject takes any expression; `on:` stays a key (YAML 1.1 would read it as True).
+    root_rank_check = spec.ops[0].checks[3]
+    assert (root_rank_check.check, root_rank_check.on) == ("root_rank_in_range", "opts.rootRank")
+
+
+def test_mini_spec_loads_in_spec_order_with_lines():
+    spec = load_spec(MINI)
+    backend = spec.backend
+    assert spec.path == str(MINI)
+    assert (backend.name, backend.cpp_namespace, backend.cpp_class, backend.python_module) == (
+        "acme", "acme::c10d", "ProcessGroupAcme", "acme_dist._C"
+    )
+    assert backend.devices == ("cpu", "cuda")
+    assert backend.capabilities == (("supportsCoalescing", True), ("supportsSplitting", False))
+    assert backend.runtime == model.Runtime("acme/runtime.hpp", "acme::runtime", line=13)
+    assert [(o.name, o.type, o.default, o.line) for o in backend.options] == [
+        ("address", "string", "0.0.0.0", 17),
+        ("port", "int", 29500, 21),
+        ("verbose", "bool", False, 25),
+    ]
+    assert [c.name for c in spec.checks] == [
+        "single_entry", "dense", "same_dtype", "one_per_rank", "rank_in_range"
+    ]
+    assert spec.check("same_dtype").params == ("reference",)
+    assert spec.check("same_dtype").line == 38
+
+    allgather, send, barrier = spec.ops
+    assert allgather.line == 56
+    assert allgather.args[2] == model.Arg("opts", "options", "AllgatherOptions", line=63)
+    assert allgather.checks[3] == model.CheckUse(
+        "same_dtype", "output_tensors", bindings=(("reference", "input_tensors[0]"),), line=68
+    )
+    assert (allgather.result, allgather.runtime) == ("output_tensors", "all_gather")
+    assert send.args[1] == model.Arg(name="dstRank", kind="int", type=None, line=79)
+    assert send.checks[1] == model.CheckUse("rank_in_range", "dstRank", bindings=(), line=86)
+    assert (send.tier, send.op_type) == ("extended", "SEND")
+    assert (barrier.result, barrier.checks) == (None, ())
+
+
+# (old text of mini.yaml, its replacement, the exact error). Line numbers are those of mini.yaml.
+BROKEN_SPECS = {
+    "invalid YAML": (
+        "  name: acme\n",
+        "  name: [acme\n",
+        "spec.yaml:5: invalid YAML: expected ',' or ']', but got ':'",
+    ),
+    "unknown top-level key": (
+        "ops:\n",
+        "op:\n",
+        "spec.yaml:55: unknown key 'op' (expected one of: backend, checks, ops)",
+    ),
+    "unknown key in backend": (
+        "  name: acme\n",
+        "  name: acme\n  colour: red\n",
+        "spec.yaml:5: backend: unknown key 'colour' (expected one of: capabilities, cpp_class, "
+        "cpp_namespace, devices, name, options, python_module, runtime, work_class)",
+    ),
+    "unknown key in op": (
+        "    runtime: all_gather\n",
+        "    runtime: all_gather\n    foo: 1\n",
+        "spec.yaml:71: ops.allgather: unknown key 'foo' (expected one of: args, checks, description, "
+        "op_type, result, runtime, tier)",
+    ),
+    "duplicate key": (
+        "    tier: extended\n",
+        "    tier: extended\n    tier: minimal\n",
+        "spec.yaml:74: ops.send: duplicate key 'tier'",
+    ),
+    "duplicate key in a listed entry": (
+        "{check: dense, on: output_tensors}",
+        "{check: dense, on: output_tensors, on: input_tensors}",
+        "spec.yaml:66: ops.allgather.checks[1]: duplicate key 'on'",
+    ),
+    "duplicate op name": (
+        "  barrier:\n",
+        "  send:\n",
+        "spec.yaml:91: ops: duplicate key 'send'",
+    ),
+    "op name not an identifier": (
+        "  send:\n",
+        "  send-it:\n",
+        "spec.yaml:72: ops: name 'send-it' is not a valid C/Python identifier",
+    ),
+    "check name not an identifier": (
+        "  dense:\n",
+        "  dense check:\n",
+        "spec.yaml:33: checks: name 'dense check' is not a valid C/Python identifier",
+    ),
+    "bad C++ namespace": (
+        "  cpp_namespace: acme::c10d\n",
+        "  cpp_namespace: acme.c10d\n",
+        "spec.yaml:5: backend.cpp_namespace: 'acme.c10d' is not a C++ namespace (identifiers joined by '::')",
+    ),
+    "wrong type": (
+        "  devices: [cpu, cuda]\n",
+        "  devices: cpu\n",
+        "spec.yaml:9: backend.devices: expected a list, got a string",
+    ),
+    "unknown capability": (
+        "    supportsSplitting: false\n",
+        "    supportsMagic: false\n",
+        "spec.yaml:12: backend.capabilities: unknown key 'supportsMagic' (expected one of: supportsCoalescing, "
+        "supportsShrinking, supportsSplitting, supportsTimeEstimation)",
+    ),
+    "capability not a bool": (
+        "    supportsCoalescing: true\n",
+        "    supportsCoalescing: sometimes\n",
+        "spec.yaml:11: backend.capabilities.supportsCoalescing: expected a bool, got a string",
+    ),
+    "option default of the wrong type": (
+        "      default: 29500\n",
+        '      default: "29500"\n',
+        "spec.yaml:23: backend.options[1].default: expected an int, got a string",
+    ),
+    "option shadowing a c10d option": (
+        "    - name: port\n",
+        "    - name: timeout\n",
+        "spec.yaml:21: backend.options[1].name: 'timeout' is already a field of c10d::Backend::Options",
+    ),
+    "missing key in check": (
+        '    condition: "list.size() == 1"\n',
+        "",
+        "spec.yaml:28: checks.single_entry: missing key 'condition'",
+    ),
+    "unknown subject": (
+        "    subject: tensor_list\n",
+        "    subject: tensors\n",
+        "spec.yaml:46: checks.one_per_rank.subject: unknown subject 'tensors' (expected one of: tensor, "
+        "tensor_list, list, value)",
+    ),
+    "reserved param": (
+        "    params: [reference]\n",
+        "    params: [reference, label]\n",
+        "spec.yaml:41: checks.same_dtype.params: 'label' is reserved (reserved: check, label, list, on, "
+        "tensor, tensors, value, world_size)",
+    ),
+    "text placeholder for an undeclared param": (
+        "(the dtype of {reference!text})",
+        "(the dtype of {ref!text})",
+        "spec.yaml:43: checks.same_dtype.message: placeholder {ref!text} names 'ref', which is not a param "
+        "of the check (params: reference)",
+    ),
+    "text placeholder in a check without params": (
+        'expected a strided tensor"',
+        'expected a strided tensor ({tensor!text})"',
+        "spec.yaml:37: checks.dense.message: placeholder {tensor!text} names 'tensor', which is not a param "
+        "of the check (params: none)",
+    ),
+    "unknown placeholder conversion": (
+        "{reference!text}",
+        "{reference!txt}",
+        "spec.yaml:43: checks.same_dtype.message: placeholder {reference!txt} has unknown conversion '!txt' "
+        "(the only one is '!text')",
+    ),
+    "unmatched brace in message": (
+        "{list.size()} entries",
+        "{list.size() entries",
+        "spec.yaml:32: checks.single_entry.message: unmatched '{' (placeholders are {...} and do not nest)",
+    ),
+    "unknown check": (
+        "{check: dense, on: output_tensors}",
+        "{check: sparse, on: output_tensors}",
+        "spec.yaml:66: ops.allgather.checks[1].check: unknown check 'sparse' (expected one of: single_entry, "
+        "dense, same_dtype, one_per_rank, rank_in_range)",
+    ),
+    "check applied on a missing argument": (
+        "{check: dense, on: output_tensors}",
+        "{check: dense, on: outputs}",
+        "spec.yaml:66: ops.allgather.checks[1].on: 'outputs' is not an argument of the op (arguments: "
+        "output_tensors, input_tensors, opts)",
+    ),
+    "check applied on an argument of the wrong kind": (
+        "{check: dense, on: output_tensors}",
+        "{check: dense, on: opts}",
+        "spec.yaml:66: ops.allgather.checks[1].on: check 'dense' has subject tensor, which cannot be applied "
+        "to 'opts' of kind options (accepted kinds: tensor, tensor_list, tensor_list_list)",
+    ),
+    "check use without on": (
+        "{check: dense, on: output_tensors}",
+        "{check: dense}",
+        "spec.yaml:66: ops.allgather.checks[1]: missing key 'on'",
+    ),
+    "missing param binding": (
+        ', reference: "input_tensors[0]"}',
+        "}",
+        "spec.yaml:68: ops.allgather.checks[3]: missing binding for param 'reference' of check 'same_dtype'",
+    ),
+    "unknown param binding": (
+        'reference: "input_tensors[0]"}',
+        'reference: "input_tensors[0]", expected: "1"}',
+        "spec.yaml:68: ops.allgather.checks[3]: check 'same_dtype' has no param 'expected' (params: reference)",
+    ),
+    "param binding for a check without params": (
+        "        on: tensors\n",
+        "        on: tensors\n        reference: tensors\n",
+        "spec.yaml:86: ops.send.checks[0]: check 'single_entry' has no param 'reference' (params: none)",
+    ),
+    "op without runtime": (
+        "    runtime: send\n",
+        "",
+        "spec.yaml:72: ops.send: missing key 'runtime'",
+    ),
+    "op with an empty runtime": (
+        "    runtime: send\n",
+        '    runtime: ""\n',
+        "spec.yaml:89: ops.send.runtime: must not be empty",
+    ),
+    "unknown tier": (
+        "    tier: extended\n",
+        "    tier: maximal\n",
+        "spec.yaml:73: ops.send.tier: unknown tier 'maximal' (expected one of: minimal, extended)",
+    ),
+    "bad arg kind": (
+        "        kind: int\n      - name: tag\n",
+        "        kind: integer\n      - name: tag\n",
+        "spec.yaml:80: ops.send.args[1].kind: unknown argument kind 'integer' (expected one of: tensor, "
+        "tensor_list, tensor_list_list, int, int_list, options)",
+    ),
+    "duplicate arg name": (
+        "      - name: tag\n",
+        "      - name: dstRank\n",
+        "spec.yaml:81: ops.send.args[2].name: duplicate name 'dstRank'",
+    ),
+    "options arg without type": (
+        "{name: opts, kind: options, type: BarrierOptions}",
+        "{name: opts, kind: options}",
+        "spec.yaml:96: ops.barrier.args[0]: missing key 'type' (the c10d options struct of an argument of "
+        "kind options)",
+    ),
+    "type on an arg that is not options": (
+        "{name: input_tensors, kind: tensor_list}",
+        "{name: input_tensors, kind: tensor_list, type: Foo}",
+        "spec.yaml:62: ops.allgather.args[1]: key 'type' is only for arguments of kind options, not tensor_list",
+    ),
+    "result naming a missing argument": (
+        "    result: output_tensors\n",
+        "    result: outputs\n",
+        "spec.yaml:69: ops.allgather.result: 'outputs' is neither 'none' nor an argument of the op "
+        "(arguments: output_tensors, input_tensors, opts)",
+    ),
+    "result naming an argument without tensors": (
+        "    result: tensors\n",
+        "    result: tag\n",
+        "spec.yaml:88: ops.send.result: argument 'tag' is of kind int, which holds no tensors",
+    ),
+}
+
+
+@pytest.mark.parametrize("old, new, error", BROKEN_SPECS.values(), ids=BROKEN_SPECS.keys())
+def test_broken_spec_fails_with_exact_error(old, new, error, tmp_path, monkeypatch):
+    text = MINI.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{old!r} must occur exactly once in {MINI.name}"
+    monkeypatch.chdir(tmp_path)
+    Path("spec.yaml").write_text(text.replace(old, new), encoding="utf-8")
+    with pytest.raises(SpecError) as raised:
+        load_spec("spec.yaml")
+    assert str(raised.value) == error
+
+
+def test_empty_spec_fails(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("spec.yaml").write_text("# nothing yet\n", encoding="utf-8")
+    with pytest.raises(SpecError, match=r"^spec\.yaml:1: expected a mapping, got null$"):
+        load_spec("spec.yaml")

@@ -1,0 +1,10 @@
+"""occl: a collective-communication backend for torch.distributed on CPUs.
+
+`import torch_occl` registers the backend; then `dist.init_process_group("occl")`.
+"""
+
+from ._registration import BACKEND_NAME, create_backend, register
+
+register()
+
+__all__ = ["BACKEND_NAME", "create_backend", "register"]

@@ -1,0 +1,50 @@
+// Collective algorithms over raw buffers: what bytes go to which rank, in which order.
+//
+// This layer knows nothing of tensors or c10d: it moves and reduces contiguous memory through a
+// transport::Mesh and the reduction kernels. The runtime (collectives.cpp) stages tensors into
+// such buffers. Which algorithm runs for which size is decided here, from `Tuning`.
+#pragma once
+
+#include "../kernels/reduce.hpp"
+#include "../transport/mesh.hpp"
+
+#include <cstddef>
+
+namespace occl::algorithms {
+
+using transport::Deadline;
+using transport::Mesh;
+
+// Size thresholds that pick an algorithm. Read once from the environment (see README, "Tuning").
+struct Tuning {
+  // allreduce up to this many bytes: every rank sends its buffer to every other and reduces
+  // locally (one round trip); above it: ring reduce-scatter + ring allgather (bandwidth-optimal).
+  size_t direct_allreduce_max_bytes = 64 * 1024;
+
+  static const Tuning& get();
+};
+
+struct Reduction {
+  kernels::DType dtype;
+  kernels::ReduceOp op;
+};
+
+// In place on `count` elements: every rank ends with the reduction over all ranks.
+void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadline deadline);
+
+// `data` holds mesh.size() blocks of `block_count` elements; rank r ends with block r reduced over
+// all ranks. Other blocks are used as scratch.
+void reduce_scatter(Mesh& mesh, void* data, size_t block_count, Reduction reduction,
+                    Deadline deadline);
+
+// `data` holds mesh.size() blocks of `block_bytes`; block r must hold this rank's contribution.
+// Every rank ends with every block.
+void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline);
+
+// Copies `bytes` from `root`'s data into every other rank's data.
+void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline);
+
+// Returns once every rank has entered.
+void barrier(Mesh& mesh, Deadline deadline);
+
+}  // namespace occl::algorithms

@@ -1,0 +1,30 @@
+// Builds a group's Mesh through the c10d::Store that torch.distributed hands the backend.
+//
+// The store carries each rank's listening address and a per-group random secret, nothing else.
+// Rank r connects to every lower rank and accepts every higher one; a connection that does not
+// present the group's secret and a plausible rank is dropped without disturbing the group.
+#pragma once
+
+#include "mesh.hpp"
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace c10d {
+class Store;
+}
+
+namespace occl::transport {
+
+struct BootstrapOptions {
+  std::string bind_address;          // where this rank listens
+  std::chrono::milliseconds timeout; // for the whole bootstrap
+};
+
+std::unique_ptr<Mesh> bootstrap_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                     int size, const BootstrapOptions& options);
+
+}  // namespace occl::transport

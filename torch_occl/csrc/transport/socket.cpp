@@ -1,0 +1,186 @@
+#include "socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+namespace occl::transport {
+namespace {
+
+[[noreturn]] void throw_system(const std::string& what, int err = errno) {
+  throw TransportError(TransportError::Kind::System, what + ": " + std::strerror(err));
+}
+
+void make_nonblocking(int fd) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) throw_system("fcntl(O_NONBLOCK)");
+}
+
+// Small collective messages must not wait for Nagle's algorithm.
+void configure_stream(int fd) {
+  make_nonblocking(fd);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
+
+AddrInfoPtr resolve(const std::string& host, int port, int flags) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = flags;
+  addrinfo* result = nullptr;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result);
+  if (rc != 0) {
+    throw TransportError(TransportError::Kind::System,
+                         "cannot resolve '" + host + "': " + gai_strerror(rc));
+  }
+  return AddrInfoPtr(result, &freeaddrinfo);
+}
+
+// Waits for `events` on fd; false when the deadline passed first.
+bool wait_for(int fd, short events, Deadline deadline) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    int rc = ::poll(&p, 1, millis_until(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) throw_system("poll");
+  }
+}
+
+}  // namespace
+
+int millis_until(Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0) return 0;
+  return static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
+}
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+Socket::~Socket() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int Socket::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+Socket Socket::listen(const std::string& address) {
+  auto info = resolve(address, 0, AI_PASSIVE | AI_NUMERICHOST);
+  Socket sock(::socket(info->ai_family, info->ai_socktype | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) throw_system("socket");
+  if (::bind(sock.fd_, info->ai_addr, info->ai_addrlen) != 0) {
+    throw_system("bind to " + address);
+  }
+  if (::listen(sock.fd_, SOMAXCONN) != 0) throw_system("listen");
+  make_nonblocking(sock.fd_);
+  return sock;
+}
+
+Socket Socket::connect(const std::string& host, int port, Deadline deadline) {
+  auto info = resolve(host, port, 0);
+  auto backoff = std::chrono::milliseconds(5);
+  for (;;) {
+    Socket sock(::socket(info->ai_family, info->ai_socktype | SOCK_CLOEXEC, 0));
+    if (!sock.valid()) throw_system("socket");
+    configure_stream(sock.fd_);
+    int rc = ::connect(sock.fd_, info->ai_addr, info->ai_addrlen);
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      if (!wait_for(sock.fd_, POLLOUT, deadline)) break;
+      socklen_t len = sizeof(err);
+      getsockopt(sock.fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) return sock;
+    if (err != ECONNREFUSED && err != ETIMEDOUT && err != EAGAIN) {
+      throw_system("connect to " + host + ":" + std::to_string(port), err);
+    }
+    if (Clock::now() + backoff >= deadline) break;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+  throw TransportError(TransportError::Kind::Timeout,
+                       "timed out connecting to " + host + ":" + std::to_string(port));
+}
+
+Socket Socket::accept(Deadline deadline) const {
+  for (;;) {
+    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Socket sock(fd);
+      configure_stream(fd);
+      return sock;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw_system("accept");
+    if (!wait_for(fd_, POLLIN, deadline)) return Socket();
+  }
+}
+
+void Socket::send_all(const void* data, size_t bytes, Deadline deadline) const {
+  auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::send(fd_, p, bytes, MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      if (!wait_for(fd_, POLLOUT, deadline)) {
+        throw TransportError(TransportError::Kind::Timeout, "timed out sending");
+      }
+    } else {
+      throw_system("send");
+    }
+  }
+}
+
+void Socket::recv_all(void* data, size_t bytes, Deadline deadline) const {
+  auto* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::recv(fd_, p, bytes, 0);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    } else if (n == 0) {
+      throw TransportError(TransportError::Kind::PeerClosed, "connection closed by peer");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      if (!wait_for(fd_, POLLIN, deadline)) {
+        throw TransportError(TransportError::Kind::Timeout, "timed out receiving");
+      }
+    } else {
+      throw_system("recv");
+    }
+  }
+}
+
+int Socket::port() const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) throw_system("getsockname");
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+}  // namespace occl::transport

@@ -1,0 +1,61 @@
+// A TCP socket that never blocks without a deadline.
+//
+// Every socket is non-blocking; waits go through poll() bounded by a Deadline, so no operation in
+// occl can hang past its timeout.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace occl::transport {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// Milliseconds left until `deadline` (0 when it has passed), as poll() wants them.
+int millis_until(Deadline deadline);
+
+// Transport failures. `kind` lets the runtime word its message (and lets tests tell them apart).
+class TransportError : public std::runtime_error {
+ public:
+  enum class Kind { Timeout, PeerClosed, Protocol, System, Aborted };
+  TransportError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket();
+
+  // Listens on `address` (IPv4 or IPv6 literal) at an ephemeral port.
+  static Socket listen(const std::string& address);
+  // Connects to host:port, retrying refused connections until `deadline`.
+  static Socket connect(const std::string& host, int port, Deadline deadline);
+
+  // Accepts one connection, or returns an invalid Socket when `deadline` passes.
+  Socket accept(Deadline deadline) const;
+  // Blocking-style helpers for the handshake: all bytes or a TransportError.
+  void send_all(const void* data, size_t bytes, Deadline deadline) const;
+  void recv_all(void* data, size_t bytes, Deadline deadline) const;
+
+  int port() const;  // the local port
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace occl::transport
