@@ -42,7 +42,7 @@ def backend() -> str:
 
 @pytest.fixture(scope="session")
 def _pool_cache():
-    cache: dict[tuple[str, int], DistPool] = {}
+    cache: dict[tuple, DistPool] = {}
     yield cache
     for pool in cache.values():
         pool.close()
@@ -51,13 +51,16 @@ def _pool_cache():
 
 @pytest.fixture(scope="session")
 def dist_pool(_pool_cache):
-    """Factory: `dist_pool(n, backend=BACKEND)` -> the session's shared n-rank pool."""
+    """Factory: `dist_pool(n, backend=BACKEND, env=None)` -> the session's shared n-rank pool.
 
-    def get(world_size: int, backend: str = BACKEND) -> DistPool:
-        key = (backend, world_size)
+    `env` (extra worker environment, e.g. backend tuning variables) selects a separate pool.
+    """
+
+    def get(world_size: int, backend: str = BACKEND, env: dict | None = None) -> DistPool:
+        key = (backend, world_size, tuple(sorted((env or {}).items())))
         pool = _pool_cache.get(key)
         if pool is None or not pool.alive:
-            pool = DistPool(world_size, backend)
+            pool = DistPool(world_size, backend, env=env)
             _pool_cache[key] = pool
         return pool
 

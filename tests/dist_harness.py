@@ -12,9 +12,11 @@ multiprocessing "spawn" context), each of which joins one process group and then
 module + name (defined at module level of an importable module) and so must its arguments and
 results (they are pickled). If any rank raises, `run` raises AssertionError carrying every rank's
 traceback and the pool is discarded (`pool.alive` becomes False), because the ranks may no longer
-agree on which collectives were issued. If a rank does not answer within `timeout`, the workers'
-stacks are dumped to stderr (faulthandler), the pool is killed and AssertionError is raised.
-Everything is bounded by timeouts; nothing here waits forever.
+agree on which collectives were issued; once one rank failed, the others get group_timeout + 5 s
+to report. If a rank does not answer in time, its stack is dumped to stderr (faulthandler), the
+pool is killed and AssertionError is raised. Everything is bounded by timeouts; nothing here
+waits forever. `DistPool(..., group_timeout=3, env={...})` gives a pool a shorter process-group
+timeout or extra environment variables (e.g. backend tuning knobs).
 
 Rendezvous is `file://` in a private temporary directory; the backend itself only uses loopback.
 This module deliberately does not import torch at module level: the workers set their
@@ -40,6 +42,8 @@ BACKEND = os.environ.get("OCCL_TEST_BACKEND", "occl")
 DEFAULT_GROUP_TIMEOUT = float(os.environ.get("OCCL_TEST_GROUP_TIMEOUT", "20"))
 # How long a pool may take to start (spawn + import torch + init_process_group on every rank).
 DEFAULT_START_TIMEOUT = float(os.environ.get("OCCL_TEST_START_TIMEOUT", "120"))
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WORKER_ENV = {
     "OMP_NUM_THREADS": "1",
@@ -102,6 +106,10 @@ def _worker_main(rank, world_size, backend, init_file, group_timeout, env, conn)
 
         torch.set_num_threads(1)
         if backend == "occl":
+            # An installed torch_occl wins; else the in-tree build next to tests/ (as with
+            # `python -m pytest` from the repo root, which puts the cwd on sys.path).
+            if _REPO_ROOT not in sys.path:
+                sys.path.append(_REPO_ROOT)
             import torch_occl  # noqa: F401  (registers the backend)
         dist.init_process_group(
             backend,
@@ -180,7 +188,7 @@ class DistPool:
                 child_conn.close()
                 self._procs.append(p)
                 self._conns.append(parent_conn)
-            replies = self._collect(start_timeout, what="start")
+            replies = self._collect(start_timeout)
         except BaseException:
             self._kill()
             raise
@@ -188,21 +196,24 @@ class DistPool:
         missing = [r for r in range(world_size) if r not in replies]
         if bad or missing:
             self._kill(dump_stacks=missing)
-            raise RuntimeError(
-                f"DistPool({world_size}, {backend!r}) failed to start; "
-                f"ranks that did not answer within {start_timeout}s: {missing}\n"
-                + "\n".join(f"--- rank {r}: {rep[0]}\n{rep[1]}" for r, rep in sorted(bad.items()))
-            )
+            lines = [f"DistPool({world_size}, {backend!r}) failed to start"]
+            if missing:
+                lines.append(f"ranks {missing} did not answer within {start_timeout}s "
+                             "(their stacks were dumped to stderr)")
+            lines += [f"--- rank {r}: {rep[0]}\n{rep[1]}" for r, rep in sorted(bad.items())]
+            raise RuntimeError("\n".join(lines))
         self.pids = [replies[r][1] for r in range(world_size)]
         self.alive = True
 
     # -- internals -------------------------------------------------------------------------
 
-    def _collect(self, timeout, what, seq=None, stop_early_on_error=False):
+    def _collect(self, timeout, seq=None, grace_after_error=None):
         """Read one reply per rank until all answered or `timeout` seconds passed.
 
         Returns {rank: reply}. Replies tagged with another sequence number (stale answers of an
-        earlier task) are dropped. A rank whose pipe closed yields ("died", exitcode).
+        earlier task) are dropped. A rank whose pipe closed yields ("died", exitcode). Once a
+        rank reported an error, the others get at most `grace_after_error` more seconds (they
+        are probably stuck in a collective the failed rank never joined).
         """
         deadline = time.monotonic() + timeout
         replies = {}
@@ -225,6 +236,8 @@ class DistPool:
                     continue  # stale
                 replies[rank] = reply
                 del pending[conn]
+                if reply[0] != "ok" and grace_after_error is not None:
+                    deadline = min(deadline, time.monotonic() + grace_after_error)
             # A worker that died without closing its pipe cleanly.
             for conn, rank in list(pending.items()):
                 if not self._procs[rank].is_alive() and not conn.poll():
@@ -264,9 +277,14 @@ class DistPool:
         seq = self._seq
         name = getattr(fn, "__qualname__", repr(fn))
         ref = _fn_ref(fn)
-        for conn in self._conns:
-            conn.send(("run", seq, ref, args))
-        replies = self._collect(timeout, what=name, seq=seq)
+        try:
+            for conn in self._conns:
+                conn.send(("run", seq, ref, args))
+        except OSError as e:  # a worker is gone
+            self._kill()
+            raise AssertionError(f"{name}: could not reach a worker of {self!r}: {e}") from e
+        replies = self._collect(timeout, seq=seq,
+                                grace_after_error=self.group_timeout + 5)
         missing = [r for r in range(self.world_size) if r not in replies]
         failed = {r: rep for r, rep in replies.items() if rep[0] != "ok"}
         if not missing and not failed:
@@ -277,8 +295,9 @@ class DistPool:
         self._kill(dump_stacks=missing)
         lines = [f"{name} failed on a {self.world_size}-rank {self.backend} pool:"]
         if missing:
-            lines.append(f"ranks {missing} did not answer within {timeout}s "
-                         "(their stacks were dumped to stderr; the pool was killed)")
+            lines.append(f"ranks {missing} did not answer in time (timeout {timeout}s, or "
+                         f"{self.group_timeout + 5:g}s after another rank failed); their stacks "
+                         "were dumped to stderr and the pool was killed")
         for r in range(self.world_size):
             rep = replies.get(r)
             if rep is None:
@@ -297,7 +316,7 @@ class DistPool:
         try:
             for conn in self._conns:
                 conn.send(("close",))
-            self._collect(timeout, what="close")
+            self._collect(timeout)
             deadline = time.monotonic() + 5
             for p in self._procs:
                 p.join(timeout=max(0.1, deadline - time.monotonic()))

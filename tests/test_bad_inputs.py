@@ -1,4 +1,4 @@
-"""Bad arguments raise at the call with `occl.<c10d method>: <label> <rule>` and leave the group usable.
+"""Bad arguments raise at the call, `occl.<c10d method>: <label> <rule>`; the group stays usable.
 
 All cases run at world size 2 in the shared pool. Argument errors are raised before any
 communication, so every case is followed by a good all_reduce on the same group.
@@ -27,8 +27,6 @@ import pytest
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions, ReduceScatterOptions
-
-from dist_harness import BACKEND
 
 WS = 2  # the messages below are written for world size 2
 ERRORS = (RuntimeError, ValueError)
@@ -223,7 +221,7 @@ CASES = {
     "reduce_scatter_list_too_short": (
         case_reduce_scatter_list_too_short,
         "occl.reduce_scatter: input_tensors[0] has 1 tensors, expected 2 (= world size)",
-        r""),
+        r"invalid input tensor list size, must be world size"),
     "reduce_scatter_wrong_numel": (
         case_reduce_scatter_wrong_numel,
         "occl.reduce_scatter: input_tensors[0][1] has 5 elements, expected 4 "
@@ -238,11 +236,11 @@ CASES = {
         case_allgather_into_tensor_mixed_dtypes,
         "occl._allgather_base: output_tensor has dtype Double, expected Float "
         "(the dtype of input_tensor)",
-        r""),
+        r"invalid tensor type at index 0"),
     "allgather_meta_output": (
         case_allgather_meta_output,
         "occl.allgather: output_tensors[0][1] is on device meta, expected one of: cpu",
-        r""),
+        r"invalid tensor type at index 1"),
 }
 
 

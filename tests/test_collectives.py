@@ -12,9 +12,13 @@ integer division (truncating toward zero); bool: SUM = or, PRODUCT = and, MIN = 
 Unsupported combinations must raise at the call with
 `occl.<method>: <label> has dtype <Dtype>, which reduce op <OP> does not support: <reason>`.
 
-With OCCL_TEST_BACKEND=gloo the combinations gloo rejects are skipped, as are the occl-only
-cases (stacked all_gather_into_tensor / reduce_scatter_tensor forms, non-contiguous outputs of
-the list reduce_scatter, which gloo writes as if contiguous).
+Inputs are small integers (or quarter steps) chosen so that every partial result is exact in
+every dtype, whatever the reduction order; float16/bfloat16 rounding is therefore not tested here
+(see test_half_precision_rounds_once).
+
+With OCCL_TEST_BACKEND=gloo the combinations gloo rejects are skipped, as are the cases gloo gets
+wrong or does not support (see GLOO_BROKEN_LAYOUTS; stacked all_gather_into_tensor /
+reduce_scatter_tensor forms; non-contiguous outputs of the list reduce_scatter).
 """
 
 from __future__ import annotations
@@ -28,8 +32,6 @@ import zlib
 import pytest
 import torch
 import torch.distributed as dist
-
-from dist_harness import BACKEND
 
 WORLD_SIZES = [1, 2, 3, 4]
 
@@ -75,10 +77,9 @@ BITWISE = ("BAND", "BOR", "BXOR")
 # Factors chosen so that factor * input is exact in every floating dtype.
 PREMUL_FLOAT_FACTOR = 0.75
 PREMUL_TENSOR_FACTOR = 1.5
-# The brief: "test PREMUL_SUM on floating dtypes only and assert integers/bool raise". The spec
-# comment ("AVG and PREMUL_SUM need numbers") suggests integers may be accepted; flip this to
-# True to test integer PREMUL_SUM instead (with integral factors, where every truncation rule
-# gives the same answer).
+# occl rejects PREMUL_SUM on integers ("PREMUL_SUM needs a floating dtype"), although the spec's
+# check description says "AVG and PREMUL_SUM need numbers". Flip this to True if integers become
+# supported: the suite then tests them with integral factors (where every truncation rule agrees).
 PREMUL_SUM_ON_INTEGERS = False
 PREMUL_INT_FACTORS = {"PREMUL_SUM(float)": 2.0, "PREMUL_SUM(tensor)": 3.0}
 
@@ -198,8 +199,10 @@ def value_kind(opname: str | None, dtype: torch.dtype) -> str:
         if base in ("SUM", "MAX", "BOR"):
             return "mostly_false"
         return "coin"
-    if base in ("SUM", "AVG", "PREMUL_SUM"):
-        return "small"  # sums of up to 4 stay far from overflow
+    if base in ("SUM", "AVG"):
+        return "small"  # sums of up to 4 stay far from overflow and exact in bfloat16
+    if base == "PREMUL_SUM":
+        return "premul"
     if base == "PRODUCT":
         return "product"  # values in {-1, 1, 2} (unsigned {1, 2}): |product| <= 16
     if base in BITWISE or base is None:
@@ -224,6 +227,11 @@ def make_values(rank, shape, dtype, kind, tag) -> torch.Tensor:
     elif kind == "small":
         v = ri(-64, 65).double() / 4 if dtype.is_floating_point else (
             ri(-20, 21) if signed else ri(0, 60))
+    elif kind == "premul":
+        # Integers in [-8, 8]: every partial sum of factor * x (factors 0.75, 1.5; <= 4 ranks)
+        # has <= 8 significant bits, so it is exact in bfloat16 whatever the reduction order or
+        # wherever the backend rounds (occl's ring rounds partial sums at every hop).
+        v = ri(-8, 9).double() if dtype.is_floating_point else (ri(-8, 9) if signed else ri(0, 9))
     elif kind == "product":
         choices = torch.tensor([-1, 1, 2, 0.5] if dtype.is_floating_point else
                                [-1, 1, 2] if signed else [1, 2], dtype=torch.float64)
@@ -275,7 +283,10 @@ def reduce_expected(inputs, opname, dtype, world_size) -> torch.Tensor:
         out = st.sum(0)
     elif base == "AVG":
         s = st.sum(0)
-        out = torch.div(s, world_size, rounding_mode="trunc") if acc == torch.int64 else s / world_size
+        if acc == torch.int64:  # C++ integer division: truncates toward zero
+            out = torch.div(s, world_size, rounding_mode="trunc")
+        else:
+            out = s / world_size
     elif base == "PRODUCT":
         out = st.prod(0)
     elif base == "MIN":
@@ -696,6 +707,26 @@ def test_collective(occl_pool, collective, backend):
     )
 
 
+# occl sends every buffer to every rank for all_reduce up to OCCL_DIRECT_ALLREDUCE_MAX_BYTES
+# (64 KiB) and uses a ring above it, so the small cases above only reach the ring through the
+# LARGE combos. A pool with the limit at 0 runs every all_reduce case through the ring
+# (including segments of zero elements when numel < world size).
+RING_ENV = {"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": "0"}
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4], ids=lambda n: f"ws{n}")
+def test_all_reduce_forced_ring(dist_pool, backend, world_size):
+    if backend != "occl":
+        pytest.skip("occl tuning variable")
+    pool = dist_pool(world_size, env=RING_ENV)
+    results = pool.run(w_all_reduce, backend, timeout=RUN_TIMEOUT)
+    failures = [f for per_rank in results for f in per_rank]
+    assert not failures, (
+        f"{len(failures)} failures in ring all_reduce at world size {world_size}:\n"
+        + "\n".join(failures[:60])
+    )
+
+
 def w_identity_after_all(rank, ws):
     """After everything above, the pool still works: a plain SUM all_reduce."""
     t = torch.full((3,), float(rank + 1))
@@ -708,3 +739,43 @@ def test_group_still_usable(occl_pool):
     results = occl_pool.run(w_identity_after_all)
     total = occl_pool.world_size * (occl_pool.world_size + 1) / 2
     assert results == [[total] * 3] * occl_pool.world_size
+
+
+# ---------------------------------------------------------------------------------------------
+# float16/bfloat16 rounding across ranks (documents a known property; see the xfail reason)
+# ---------------------------------------------------------------------------------------------
+
+
+def w_half_rounds_once(rank, ws):
+    """One big value and (ws - 1) ones: fp32 accumulation rounds once; per-hop rounding loses
+    the ones when the big value comes first."""
+    warnings.simplefilter("ignore", FutureWarning)
+    problems = []
+    for dtype, big in ((torch.bfloat16, 256.0), (torch.float16, 2048.0)):
+        expected = torch.tensor([big] + [1.0] * (ws - 1)).sum().to(dtype)  # fp32, one rounding
+        mine = torch.full((8,), big if rank == 0 else 1.0, dtype=dtype)
+        out = torch.zeros(8, dtype=dtype)
+        dist.reduce_scatter_tensor(out, mine.repeat(ws))
+        if not torch.equal(out, expected.expand(8)):
+            problems.append(f"rank {rank}: reduce_scatter_tensor {dtype}: got {out[0].item()}, "
+                            f"fp32-accumulate-round-once gives {expected.item()}")
+        t = mine.repeat(5000)  # 80 KB: above occl's 64 KiB direct-allreduce limit -> ring
+        dist.all_reduce(t)
+        bad = (t != expected).nonzero()
+        if len(bad):
+            problems.append(f"rank {rank}: all_reduce {dtype} [{t.numel()}]: {len(bad)} elements "
+                            f"are {t[int(bad[0])].item()}, fp32-once gives {expected.item()}")
+    return problems
+
+
+@pytest.mark.xfail(
+    reason="ring reduce-scatter (occl's, and gloo's too; also the ring phase of all_reduce above "
+    "OCCL_DIRECT_ALLREDUCE_MAX_BYTES) reduces two buffers per hop and rounds float16/bfloat16 "
+    "partial sums back to 16 bits at every hop, so results depend on the ring position instead "
+    "of being the float32 sum rounded once",
+    strict=False,
+)
+def test_half_precision_rounds_once(dist_pool):
+    results = dist_pool(4).run(w_half_rounds_once)
+    problems = [p for per_rank in results for p in per_rank]
+    assert not problems, "\n".join(problems)

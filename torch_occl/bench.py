@@ -1,0 +1,282 @@
+"""occl and gloo side by side, in the same processes, nccl-tests style.
+
+    python -m torch_occl.bench [--world-size 2] [--ops all_reduce,broadcast] [--min-bytes 8]
+                               [--max-bytes 64M] [--factor 4] [--dtype float32] [--iters 20]
+                               [--rounds 5] [--json FILE] [--plot FILE.png]
+
+Every rank joins a gloo group and an occl group over the same ranks. For each op and size the
+benchmark alternates rounds of `--iters` calls on each backend and reports the median round, so
+both see the same machine noise. Results are checked (#wrong counts elements that differ from
+the value computed in Python). busbw uses nccl-tests' factors: allreduce 2(n-1)/n; allgather,
+reduce-scatter and alltoall (n-1)/n; broadcast and send/recv 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+OPS = (
+    "all_reduce",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "all_to_all_single",
+    "barrier",
+    "send_recv",
+)
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+          "float16": torch.float16, "int32": torch.int32, "int64": torch.int64}
+
+
+def _parse_bytes(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def _bus_factor(op: str, n: int) -> float:
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single"):
+        return (n - 1) / n
+    return 1.0
+
+
+class _Case:
+    """Buffers and a call for one op at one size; `wrong()` counts mismatches after a call."""
+
+    def __init__(self, op: str, count: int, dtype: torch.dtype, rank: int, n: int):
+        self.op, self.rank, self.n = op, rank, n
+        fill = float(rank + 1)
+        if op == "all_reduce":
+            self.data = torch.full((count,), fill, dtype=dtype)
+            self.expected = torch.full((count,), float(n * (n + 1) // 2), dtype=dtype)
+        elif op == "all_gather_into_tensor":
+            self.data = torch.full((count,), fill, dtype=dtype)
+            self.out = torch.empty(count * n, dtype=dtype)
+            self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(count)
+        elif op == "reduce_scatter_tensor":
+            self.data = torch.full((count * n,), fill, dtype=dtype)
+            self.out = torch.empty(count, dtype=dtype)
+            self.expected = torch.full((count,), float(n * (n + 1) // 2), dtype=dtype)
+        elif op == "broadcast":
+            self.data = torch.full((count,), fill, dtype=dtype)
+            self.expected = torch.full((count,), 1.0, dtype=dtype)
+        elif op == "all_to_all_single":
+            per = max(count // n, 1)
+            self.data = torch.full((per * n,), fill, dtype=dtype)
+            self.out = torch.empty(per * n, dtype=dtype)
+            self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(per)
+        elif op == "send_recv":
+            self.data = torch.full((count,), fill, dtype=dtype)
+            self.expected = torch.full((count,), 1.0, dtype=dtype)
+        else:
+            self.data = self.expected = None
+        self.fill = fill
+
+    def reset(self) -> None:
+        if self.op in ("all_reduce", "broadcast", "send_recv"):
+            self.data.fill_(self.fill)
+
+    def run(self, group) -> None:
+        op = self.op
+        if op == "all_reduce":
+            dist.all_reduce(self.data, group=group)
+        elif op == "all_gather_into_tensor":
+            dist.all_gather_into_tensor(self.out, self.data, group=group)
+        elif op == "reduce_scatter_tensor":
+            dist.reduce_scatter_tensor(self.out, self.data, group=group)
+        elif op == "broadcast":
+            dist.broadcast(self.data, src=0, group=group)
+        elif op == "all_to_all_single":
+            dist.all_to_all_single(self.out, self.data, group=group)
+        elif op == "send_recv":
+            # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
+            if self.rank == 0:
+                dist.send(self.data, dst=1, group=group)
+            elif self.rank == 1:
+                dist.recv(self.data, src=0, group=group)
+        else:
+            dist.barrier(group=group)
+
+    def result(self):
+        if self.op in ("all_reduce", "broadcast"):
+            return self.data
+        if self.op == "send_recv":
+            return self.data if self.rank == 1 else None
+        return getattr(self, "out", None)
+
+    def wrong(self) -> int:
+        result = self.result()
+        if result is None or self.expected is None:
+            return 0
+        return int((result != self.expected).sum().item())
+
+
+def _time_round(case: _Case, group, iters: int) -> float:
+    """Mean seconds per call over `iters` calls, started together on every rank."""
+    dist.barrier(group=group)
+    start = time.perf_counter()
+    for _ in range(iters):
+        case.run(group)
+    elapsed = time.perf_counter() - start
+    case.reset()
+    return elapsed / iters
+
+
+def _memcpy_gbps(nbytes: int) -> float:
+    src = torch.ones(nbytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - start)
+    return nbytes / best / 1e9
+
+
+def _worker(rank: int, world_size: int, init_file: str, args, results_file: str) -> None:
+    import torch_occl
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size, timeout=datetime.timedelta(seconds=120))
+    groups = {"occl": dist.new_group(backend=torch_occl.BACKEND_NAME),
+              "gloo": dist.new_group(backend="gloo")}
+    dtype = DTYPES[args.dtype]
+    element = torch.empty((), dtype=dtype).element_size()
+    sizes = []
+    size = args.min_bytes
+    while size <= args.max_bytes:
+        sizes.append(size)
+        size *= args.factor
+    rows = []
+    for op in args.ops:
+        if op == "send_recv" and world_size < 2:
+            continue
+        for nbytes in ([0] if op == "barrier" else sizes):
+            count = max(nbytes // element, 1) if op != "barrier" else 0
+            cases = {name: _Case(op, count, dtype, rank, world_size) for name in groups}
+            iters = max(1, min(args.iters, int(args.iters * (1 << 20) / max(nbytes, 1 << 20))))
+            wrong = 0
+            for name, case in cases.items():  # warm up and check once per backend
+                case.run(groups[name])
+                if name == "occl":
+                    wrong = case.wrong()
+                case.reset()
+            times = {name: [] for name in groups}
+            for _ in range(args.rounds):
+                for name, case in cases.items():
+                    times[name].append(_time_round(case, groups[name], iters))
+            wrong_total = torch.tensor([wrong])
+            dist.all_reduce(wrong_total, group=groups["gloo"])
+            median = {name: statistics.median(t) for name, t in times.items()}
+            algbw = {name: (nbytes / t / 1e9 if t > 0 else 0.0) for name, t in median.items()}
+            factor = _bus_factor(op, world_size)
+            rows.append({
+                "op": op, "bytes": nbytes, "count": count, "dtype": args.dtype,
+                "redop": "sum" if op in ("all_reduce", "reduce_scatter_tensor") else "none",
+                "occl_us": median["occl"] * 1e6, "gloo_us": median["gloo"] * 1e6,
+                "occl_algbw": algbw["occl"], "occl_busbw": algbw["occl"] * factor,
+                "gloo_busbw": algbw["gloo"] * factor,
+                "wrong": int(wrong_total.item()),
+                "speedup": median["gloo"] / median["occl"] if median["occl"] > 0 else 0.0,
+            })
+    if rank == 0:
+        memcpy = _memcpy_gbps(args.max_bytes if args.max_bytes >= (1 << 20) else 1 << 20)
+        with open(results_file, "w") as out:
+            json.dump({"world_size": world_size, "memcpy_gbps": memcpy,
+                       "transport": os.environ.get("OCCL_TRANSPORT", "auto"), "rows": rows}, out)
+    dist.destroy_process_group()
+
+
+def _print_table(report: dict) -> None:
+    print(f"# world size {report['world_size']}, occl transport {report['transport']}, "
+          f"single-core memcpy {report['memcpy_gbps']:.2f} GB/s")
+    header = (f"{'op':>24} {'size(B)':>10} {'count':>10} {'type':>8} {'redop':>5} "
+              f"{'occl(us)':>10} {'algbw':>7} {'busbw':>7} {'#wrong':>6} "
+              f"{'gloo(us)':>10} {'busbw':>7} {'speedup':>8}")
+    print(header)
+    for r in report["rows"]:
+        print(f"{r['op']:>24} {r['bytes']:>10} {r['count']:>10} {r['dtype']:>8} {r['redop']:>5} "
+              f"{r['occl_us']:>10.1f} {r['occl_algbw']:>7.2f} {r['occl_busbw']:>7.2f} "
+              f"{r['wrong']:>6} {r['gloo_us']:>10.1f} {r['gloo_busbw']:>7.2f} "
+              f"{r['speedup']:>7.2f}x")
+
+
+def _plot(report: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = sorted({r["op"] for r in report["rows"] if r["op"] != "barrier"})
+    fig, axes = plt.subplots(len(ops), 1, figsize=(7, 3 * len(ops)), squeeze=False)
+    for axis, op in zip(axes[:, 0], ops):
+        rows = [r for r in report["rows"] if r["op"] == op]
+        sizes = [r["bytes"] for r in rows]
+        axis.plot(sizes, [r["occl_busbw"] for r in rows], marker="o", label="occl")
+        axis.plot(sizes, [r["gloo_busbw"] for r in rows], marker="o", label="gloo")
+        axis.set_xscale("log", base=2)
+        axis.set_title(op)
+        axis.set_xlabel("bytes")
+        axis.set_ylabel("busbw (GB/s)")
+        axis.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, from {OPS}")
+    parser.add_argument("--min-bytes", type=_parse_bytes, default=8)
+    parser.add_argument("--max-bytes", type=_parse_bytes, default=64 << 20)
+    parser.add_argument("--factor", type=int, default=4)
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--transport", choices=("auto", "tcp", "shm"),
+                        help="sets OCCL_TRANSPORT for the run")
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--plot", help="also plot busbw against size into this PNG (matplotlib)")
+    args = parser.parse_args(argv)
+    args.ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+    unknown = [op for op in args.ops if op not in OPS]
+    if unknown:
+        parser.error(f"unknown ops {unknown}; choose from {OPS}")
+    if args.transport:
+        os.environ["OCCL_TRANSPORT"] = args.transport
+    with tempfile.TemporaryDirectory() as folder:
+        results = os.path.join(folder, "results.json")
+        mp.start_processes(_worker, args=(args.world_size, os.path.join(folder, "init"), args,
+                                          results),
+                           nprocs=args.world_size, start_method="spawn")
+        with open(results) as f:
+            report = json.load(f)
+    _print_table(report)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
+    if args.plot:
+        _plot(report, args.plot)
+    if any(r["wrong"] for r in report["rows"]):
+        raise SystemExit("some results were wrong")
+    return report
+
+
+if __name__ == "__main__":
+    main()
