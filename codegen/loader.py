@@ -40,7 +40,9 @@ _CONVERSION = re.compile(r"(\w+)!(\w+)")
 _TENSOR_KINDS = model.SUBJECT_ACCEPTS["tensor"]
 # The keys of a check use besides params, and the names a check's condition and message already
 # have in scope: a param named like one of these would be ambiguous.
-_RESERVED_PARAMS = ("check", "label", "list", "on", "tensor", "tensors", "value", "world_size")
+_RESERVED_PARAMS = (
+    "check", "label", "list", "on", "rank", "tensor", "tensors", "value", "when", "world_size",
+)
 # The fields c10d::Backend::Options (and the runtime's Config) already have.
 _RESERVED_OPTIONS = ("backend", "global_ranks_in_group", "group_name", "timeout")
 _OPTION_DEFAULT_TYPES = {"string": str, "int": int, "bool": bool}
@@ -326,7 +328,8 @@ def _parse_message(entry: _Entry, params: tuple[str, ...]) -> str:
 
 def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
     entry.expect_keys(
-        required=("tier", "op_type", "description", "args", "checks", "result", "runtime")
+        required=("tier", "op_type", "description", "args", "checks", "result", "runtime"),
+        optional=("dispatch",),
     )
     tier = entry.one_of("tier", model.TIERS, "tier")
     op_type = entry.identifier("op_type")
@@ -341,6 +344,11 @@ def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
         checks=tuple(_parse_check_use(use, checks, args) for use in entry.listed_entries("checks")),
         result=_parse_result(entry, args),
         runtime=entry.identifier("runtime"),
+        dispatch=(
+            entry.one_of("dispatch", model.DISPATCHES, "dispatch")
+            if "dispatch" in entry.mapping
+            else "queued"
+        ),
         line=entry.line,
     )
 
@@ -361,14 +369,14 @@ def _parse_arg(entry: _Entry) -> model.Arg:
 def _parse_check_use(
     entry: _Entry, checks: tuple[model.Check, ...], args: tuple[model.Arg, ...]
 ) -> model.CheckUse:
-    """`{check: NAME, on: SUBJECT, PARAM: EXPR, ...}`: binds every param of the check."""
+    """`{check: NAME, on: SUBJECT, PARAM: EXPR, ..., when: COND}`: binds every param of the check."""
     for key in ("check", "on"):
         if key not in entry.mapping:
             raise entry.error(f"missing key {key!r}")
     name = entry.one_of("check", (check.name for check in checks), "check")
     check = next(check for check in checks if check.name == name)
     for key in entry.mapping:
-        if key not in ("check", "on", *check.params):
+        if key not in ("check", "on", "when", *check.params):
             problem = f"check {name!r} has no param {key!r} (params: {_list(check.params)})"
             raise entry.error(problem, key)
     for param in check.params:
@@ -378,6 +386,7 @@ def _parse_check_use(
         check=name,
         on=_parse_on(entry, check, args),
         bindings=tuple((param, entry.string(param)) for param in check.params),
+        when=entry.string("when") if "when" in entry.mapping else None,
         line=entry.line,
     )
 

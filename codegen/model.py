@@ -20,6 +20,10 @@ SUBJECT_ACCEPTS = {
     "value": None,  # any C++ expression
 }
 TIERS = ("minimal", "extended")
+# How an op runs: `queued` on the group's worker, in issue order (collectives); `posted` at once
+# on the caller's thread, handing its completion to the runtime (point-to-point ops, which must
+# not wait behind collectives or each other).
+DISPATCHES = ("queued", "posted")
 OPTION_TYPES = ("string", "int", "bool")
 CAPABILITIES = (
     "supportsCoalescing",
@@ -80,11 +84,12 @@ class Arg:
 
 @dataclass(frozen=True)
 class CheckUse:
-    """One check applied by an op: `{check: NAME, on: SUBJECT, PARAM: EXPR, ...}`."""
+    """One check applied by an op: `{check: NAME, on: SUBJECT, PARAM: EXPR, ..., when: COND}`."""
 
     check: str
     on: str  # an argument name, or a C++ expression for `value` subjects
     bindings: tuple[tuple[str, str], ...]  # (param, C++ expression), in the check's param order
+    when: str | None  # a C++ condition; the check applies only where it holds (e.g. on the root)
     line: int
 
 
@@ -98,6 +103,7 @@ class Op:
     checks: tuple[CheckUse, ...]
     result: str | None  # an argument name, or None for `none`
     runtime: str
+    dispatch: str  # one of DISPATCHES
     line: int
 
 

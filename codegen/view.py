@@ -55,18 +55,12 @@ class MacroView:
 
 
 @dataclass(frozen=True)
-class LoopView:
-    indent: str
-    var: str
-    container: str
-
-
-@dataclass(frozen=True)
 class CheckCallView:
-    loops: tuple[LoopView, ...]
-    indent: str
-    macro: str
-    args: tuple[str, ...]
+    """One check in an op's method: the blocks it sits in (`when`, list walks), then the call."""
+
+    opens: tuple[str, ...]  # indented lines that open a block, outermost first
+    call: str  # the indented macro call
+    closes: tuple[str, ...]  # indented closing braces, innermost first
 
 
 @dataclass(frozen=True)
@@ -80,11 +74,13 @@ class OpView:
     op_type: str
     params: str  # the C++ parameter list
     check_calls: tuple[CheckCallView, ...]
+    dispatch: str  # the runtime's Dispatch enumerator: Queued or Posted
     captures: str  # lambda captures: the arguments, by value
     runtime_call: str  # "::occl::runtime::allreduce(ctx, tensors, opts)"
     timeout: str
     result: str  # a C++ expression: std::vector<at::Tensor> completing the future
     python_args: str  # arguments for the generated world-size-1 smoke test
+    alone_skip_reason: str | None  # why the op cannot run in a group of one, if it cannot
     result_index: int | None  # position of the argument whose tensors the future holds
 
 
@@ -110,6 +106,7 @@ class View:
     devices: tuple[str, ...]
     device_enums: tuple[str, ...]
     capabilities: tuple[tuple[str, str], ...]  # (C++ method, "true"/"false")
+    coalescing: bool  # generate startCoalescing/endCoalescing (capability supportsCoalescing)
     python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
     runtime_header: str
     runtime_namespace: str
@@ -175,20 +172,19 @@ def _macro(spec: Spec, check: Check) -> MacroView:
     )
 
 
-def _check_call(spec: Spec, op: Op, use: CheckUse, base_indent: str) -> CheckCallView:
+def _check_call(spec: Spec, op: Op, use: CheckUse) -> CheckCallView:
     check = spec.check(use.check)
-    args_by_name = {a.name: a for a in op.args}
-    loops: list[LoopView] = []
+    opens: list[str] = []
+    if use.when:
+        opens.append(f"if ({use.when}) {{")
     if check.subject == "value":
         subject, label = use.on, _cpp_string(use.on)
     else:
-        arg = args_by_name[use.on]
+        arg = next(a for a in op.args if a.name == use.on)
         depth = 0 if check.subject == "list" else _LOOP_DEPTH[(check.subject, arg.kind)]
-        subject = arg.name
-        indices = []
-        for level in range(depth):
-            var = f"i{level}"
-            loops.append(LoopView(base_indent + "  " * level, var, subject))
+        subject, indices = arg.name, []
+        for var in (f"i{level}" for level in range(depth)):
+            opens.append(f"for (size_t {var} = 0; {var} < {subject}.size(); ++{var}) {{")
             subject = f"{subject}[{var}]"
             indices.append(var)
         label = (
@@ -200,11 +196,11 @@ def _check_call(spec: Spec, op: Op, use: CheckUse, base_indent: str) -> CheckCal
     args = ["kOp", label, f"({subject})"]
     args += [f"({bound[p]})" for p in check.params]
     args += [_cpp_string(bound[p]) for p in _text_params(check)]
+    indent = ["  " * (level + 1) for level in range(len(opens) + 1)]
     return CheckCallView(
-        loops=tuple(loops),
-        indent=base_indent + "  " * len(loops),
-        macro=_macro_name(spec, check),
-        args=tuple(args),
+        opens=tuple(indent[level] + line for level, line in enumerate(opens)),
+        call=f"{indent[len(opens)]}{_macro_name(spec, check)}({', '.join(args)});",
+        closes=tuple(indent[level] + "}" for level in reversed(range(len(opens)))),
     )
 
 
@@ -250,12 +246,16 @@ def _op(spec: Spec, op: Op) -> OpView:
         profiling_title=f"{spec.backend.name}:{op.name}",
         op_type=op.op_type,
         params=", ".join(_param(a) for a in op.args),
-        check_calls=tuple(_check_call(spec, op, use, "  ") for use in op.checks),
+        check_calls=tuple(_check_call(spec, op, use) for use in op.checks),
+        dispatch=op.dispatch.capitalize(),
         captures=names,
         runtime_call=f"::{ns}::{op.runtime}(ctx{', ' if names else ''}{names})",
         timeout=f"{options[0].name}.timeout" if options else "c10d::kUnsetTimeout",
         result=_result(op),
         python_args=", ".join(_python_arg(a) for a in op.args),
+        alone_skip_reason=(
+            "a point-to-point op needs a peer" if op.dispatch == "posted" else None
+        ),
         result_index=next((i for i, a in enumerate(op.args) if a.name == op.result), None),
     )
 
@@ -292,6 +292,7 @@ def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
         devices=backend.devices,
         device_enums=tuple(f"c10::DeviceType::{d.upper()}" for d in backend.devices),
         capabilities=tuple((name, "true" if value else "false") for name, value in backend.capabilities),
+        coalescing=dict(backend.capabilities).get("supportsCoalescing", False),
         python_capabilities=tuple(
             (_PYTHON_CAPABILITIES[name], value) for name, value in backend.capabilities
         ),

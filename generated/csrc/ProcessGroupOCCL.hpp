@@ -23,15 +23,22 @@ class WorkOCCL : public c10d::Work {
   WorkOCCL(int rank, c10d::OpType op_type, const char* profiling_title,
       std::vector<at::Tensor> outputs);
 
+  // A Work that completes when all of `works` have, failing with the first failure among them.
+  static c10::intrusive_ptr<WorkOCCL> all_of(int rank,
+      std::vector<c10::intrusive_ptr<WorkOCCL>> works);
+
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
+  // The sender's rank, for a receive from any source.
+  int sourceRank() const override;
 
-  // Called once, by the runtime's worker: completes the future, then the Work.
-  void complete(std::exception_ptr error);
+  // Called once, by the runtime: completes the future, then the Work.
+  void complete(std::exception_ptr error, int source_rank);
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  int source_rank_ = -1;
 };
 
 class ProcessGroupOCCL : public c10d::Backend {
@@ -57,6 +64,9 @@ class ProcessGroupOCCL : public c10d::Backend {
   bool supportsShrinking() const override;
   void shutdown() override;
   void abort() override;
+  // Between these, every op's Work is collected; endCoalescing returns one Work for all of them.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   // Copies the root rank's tensor into the tensor of every other rank.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
@@ -79,9 +89,47 @@ class ProcessGroupOCCL : public c10d::Backend {
   // Returns on every rank only after every rank has entered it.
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // Allreduces several tensors of one dtype as one operation.
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+
+  // Reduces the tensor across all ranks into the root's tensor; other ranks' tensors are left as they were.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+
+  // Allgathers several inputs at once; output_tensor_lists[r][i] receives rank r's input i.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_tensor_lists, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) override;
+
+  // Several _allgather_base operations at once; outputs[i] gathers inputs[i].
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
+
+  // The root receives every rank's input, in rank order; other ranks pass no outputs.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) override;
+
+  // Rank r receives the root's input r; other ranks pass no inputs.
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) override;
+
+  // Several _reduce_scatter_base operations at once; outputs[i] receives its block of inputs[i].
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) override;
+
+  // Rank r sends slice j of its input (along dim 0) to rank j and receives slice r of every rank's input; splits may be uneven.
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output_tensor, at::Tensor& input_tensor, std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) override;
+
+  // Rank r sends input_tensors[j] to rank j and receives rank j's input_tensors[r] into output_tensors[j]; sizes may differ per peer.
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts) override;
+
+  // Sends the tensor to dst_rank; a recv on dst_rank with the same tag receives it.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+
+  // Receives the tensor src_rank sends with the same tag; messages of one sender and tag arrive in order.
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+
+  // Receives the first tensor any rank sends with the tag; the Work reports the sender's rank.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
  private:
   c10::intrusive_ptr<Options> options_;
   std::unique_ptr<::occl::runtime::Runtime> runtime_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<WorkOCCL>> coalesced_;
 };
 
 }  // namespace occl

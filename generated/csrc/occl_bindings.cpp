@@ -14,7 +14,7 @@ PYBIND11_MODULE(_C, module) {
 
   module.attr("BACKEND_NAME") = "occl";
   module.attr("DEVICES") = py::make_tuple("cpu");
-  module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier");
+  module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource");
 
   using Backend = occl::ProcessGroupOCCL;
   auto backend = py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(
@@ -36,4 +36,83 @@ PYBIND11_MODULE(_C, module) {
       }),
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
       py::call_guard<py::gil_scoped_release>());
+
+  // torch's Backend binding lacks some ops (the *_coalesced ones); bind those, so every op of the
+  // spec can be called from Python.
+  if (!py::hasattr(backend, "broadcast")) {
+    backend.def("broadcast", &Backend::broadcast,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allreduce")) {
+    backend.def("allreduce", &Backend::allreduce,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allgather")) {
+    backend.def("allgather", &Backend::allgather,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "_allgather_base")) {
+    backend.def("_allgather_base", &Backend::_allgather_base,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "reduce_scatter")) {
+    backend.def("reduce_scatter", &Backend::reduce_scatter,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "_reduce_scatter_base")) {
+    backend.def("_reduce_scatter_base", &Backend::_reduce_scatter_base,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "barrier")) {
+    backend.def("barrier", &Backend::barrier,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allreduce_coalesced")) {
+    backend.def("allreduce_coalesced", &Backend::allreduce_coalesced,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "reduce")) {
+    backend.def("reduce", &Backend::reduce,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allgather_coalesced")) {
+    backend.def("allgather_coalesced", &Backend::allgather_coalesced,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allgather_into_tensor_coalesced")) {
+    backend.def("allgather_into_tensor_coalesced", &Backend::allgather_into_tensor_coalesced,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "gather")) {
+    backend.def("gather", &Backend::gather,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "scatter")) {
+    backend.def("scatter", &Backend::scatter,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "reduce_scatter_tensor_coalesced")) {
+    backend.def("reduce_scatter_tensor_coalesced", &Backend::reduce_scatter_tensor_coalesced,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "alltoall_base")) {
+    backend.def("alltoall_base", &Backend::alltoall_base,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "alltoall")) {
+    backend.def("alltoall", &Backend::alltoall,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "send")) {
+    backend.def("send", &Backend::send,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "recv")) {
+    backend.def("recv", &Backend::recv,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "recv_anysource")) {
+    backend.def("recv_anysource", &Backend::recvAnysource,
+                py::call_guard<py::gil_scoped_release>());
+  }
 }

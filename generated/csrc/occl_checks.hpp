@@ -41,6 +41,22 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 #define OCCL_CHECK_SINGLE_ENTRY(op, label, list) \
   TORCH_CHECK(list.size() == 1, op, ": ", label, " has ", (list.size()), " entries, expected exactly 1 (one tensor per process)")
 
+// non_empty: The list has at least one entry.
+#define OCCL_CHECK_NON_EMPTY(op, label, list) \
+  TORCH_CHECK(!list.empty(), op, ": ", label, " is empty, expected at least one tensor")
+
+// no_entries: The list is empty; only the root rank of gather and scatter passes tensors there.
+#define OCCL_CHECK_NO_ENTRIES(op, label, list) \
+  TORCH_CHECK(list.empty(), op, ": ", label, " has ", (list.size()), " entries, expected none on a non-root rank")
+
+// entry_per_rank: The list has one entry per rank of the group.
+#define OCCL_CHECK_ENTRY_PER_RANK(op, label, list) \
+  TORCH_CHECK(list.size() == static_cast<size_t>(world_size), op, ": ", label, " has ", (list.size()), " entries, expected ", (world_size), " (= world size)")
+
+// same_length: Two lists pair up entry by entry, so they have the same length.
+#define OCCL_CHECK_SAME_LENGTH(op, label, tensors, other, other_text) \
+  TORCH_CHECK(tensors.size() == other.size(), op, ": ", label, " has ", (tensors.size()), " tensors, expected ", (other.size()), " (as many as ", other_text, ")")
+
 // dense: The tensor is strided; sparse and other layouts are rejected.
 #define OCCL_CHECK_DENSE(op, label, tensor) \
   TORCH_CHECK(tensor.layout() == c10::kStrided, op, ": ", label, " has layout ", (tensor.layout()), ", expected a dense (strided) tensor")
@@ -68,6 +84,14 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 // root_tensor_is_zero: A root tensor index is 0, since every process passes exactly one tensor.
 #define OCCL_CHECK_ROOT_TENSOR_IS_ZERO(op, label, value) \
   TORCH_CHECK(value == 0, op, ": ", label, " is ", (value), ", expected 0 (one tensor per process)")
+
+// peer_rank: A point-to-point peer is another member of the group.
+#define OCCL_CHECK_PEER_RANK(op, label, value) \
+  TORCH_CHECK(value >= 0 && value < world_size && value != rank, op, ": ", label, " is ", (value), ", expected another rank of the group (0 <= rank < ", (world_size), ", not this rank, ", (rank), ")")
+
+// split_sizes: Split sizes are empty (equal splits) or one per rank, and add up to the first dimension of the tensor they split.
+#define OCCL_CHECK_SPLIT_SIZES(op, label, list, sliced, sliced_text) \
+  TORCH_CHECK(split_sizes_unfit_reason(list, sliced, world_size).empty(), op, ": ", label, " does not fit ", sliced_text, ": ", (split_sizes_unfit_reason(list, sliced, world_size)))
 
 // reduce_op_supports_dtype: The reduce op is defined for the tensor's dtype (bitwise ops need integers or bool; AVG and PREMUL_SUM need numbers).
 #define OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(op, label, tensor, reduce_op) \

@@ -14,7 +14,7 @@ import torch.distributed as dist
 extension = importlib.import_module("torch_occl._C")
 Backend = extension.ProcessGroupOCCL
 
-OPS = ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier"]
+OPS = ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recv_anysource"]
 
 
 def make_tensor():
@@ -30,13 +30,13 @@ def make_backend():
 def test_module_declares_the_spec():
     assert extension.BACKEND_NAME == "occl"
     assert list(extension.DEVICES) == ["cpu"]
-    assert list(extension.OPS) == ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier"]
+    assert list(extension.OPS) == ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource"]
 
 
 def test_backend_name_and_capabilities():
     backend = make_backend()
     assert backend.name() == "occl"
-    assert backend.supports_coalescing is False
+    assert backend.supports_coalescing is True
     assert backend.supports_splitting is False
     assert backend.supports_time_estimate is False
     assert backend.supports_shrinking is False
@@ -142,6 +142,177 @@ def test_barrier_in_a_group_of_one():
     for tensor in tensors:
         torch.testing.assert_close(tensor, make_tensor())
     assert work.get_future().value() == []
+
+
+def test_allreduce_coalesced_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], c10d.AllreduceCoalescedOptions(),)
+    work = backend.allreduce_coalesced(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_reduce_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], c10d.ReduceOptions(),)
+    work = backend.reduce(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_allgather_coalesced_in_a_group_of_one():
+    backend = make_backend()
+    args = ([[make_tensor()]], [make_tensor()], c10d.AllgatherOptions(),)
+    work = backend.allgather_coalesced(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_allgather_into_tensor_coalesced_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], [make_tensor()], c10d.AllgatherOptions(),)
+    work = backend.allgather_into_tensor_coalesced(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_gather_in_a_group_of_one():
+    backend = make_backend()
+    args = ([[make_tensor()]], [make_tensor()], c10d.GatherOptions(),)
+    work = backend.gather(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_scatter_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], [[make_tensor()]], c10d.ScatterOptions(),)
+    work = backend.scatter(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_reduce_scatter_tensor_coalesced_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], [make_tensor()], c10d.ReduceScatterOptions(),)
+    work = backend.reduce_scatter_tensor_coalesced(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_alltoall_base_in_a_group_of_one():
+    backend = make_backend()
+    args = (make_tensor(), make_tensor(), [], [], c10d.AllToAllOptions(),)
+    work = backend.alltoall_base(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+def test_alltoall_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], [make_tensor()], c10d.AllToAllOptions(),)
+    work = backend.alltoall(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+@pytest.mark.skip(reason="a point-to-point op needs a peer")
+def test_send_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], 0, 0,)
+    work = backend.send(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+@pytest.mark.skip(reason="a point-to-point op needs a peer")
+def test_recv_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], 0, 0,)
+    work = backend.recv(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+@pytest.mark.skip(reason="a point-to-point op needs a peer")
+def test_recv_anysource_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], 0,)
+    work = backend.recv_anysource(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
 
 
 def _tensors(arg):

@@ -40,6 +40,8 @@ def test_write_creates_every_file(capsys):
         "wrote generated/ops/allgather.cpp\n"
         "wrote generated/ops/send.cpp\n"
         "wrote generated/ops/barrier.cpp\n"
+        "wrote generated/ops/gather.cpp\n"
+        "wrote generated/ops/recv.cpp\n"
     )
     written = Path("generated/ops/send.cpp").read_bytes()
     assert written == f"// {GENERATED_MARKER}\nvoid send();\n".encode()

@@ -45,21 +45,35 @@ def test_mini_spec_loads_in_spec_order_with_lines():
     assert spec.check("same_dtype").params == ("reference",)
     assert spec.check("same_dtype").line == 38
 
-    allgather, send, barrier = spec.ops
+    allgather, send, barrier, gather, recv = spec.ops
     assert allgather.line == 56
     assert allgather.args[2] == model.Arg("opts", "options", "AllgatherOptions", line=63)
     assert allgather.checks[3] == model.CheckUse(
-        "same_dtype", "output_tensors", bindings=(("reference", "input_tensors[0]"),), line=68
+        "same_dtype", "output_tensors", bindings=(("reference", "input_tensors[0]"),), when=None,
+        line=68
     )
     assert (allgather.result, allgather.runtime) == ("output_tensors", "all_gather")
     assert send.args[1] == model.Arg(name="dstRank", kind="int", type=None, line=79)
-    assert send.checks[1] == model.CheckUse("rank_in_range", "dstRank", bindings=(), line=86)
+    assert send.checks[1] == model.CheckUse("rank_in_range", "dstRank", bindings=(), when=None, line=86)
     assert (send.tier, send.op_type) == ("extended", "SEND")
     assert (barrier.result, barrier.checks) == (None, ())
+    assert (send.dispatch, gather.dispatch, recv.dispatch) == ("queued", "queued", "posted")
+    assert gather.checks[0].when == "rank == options.rootRank"
+    assert gather.checks[1].when is None
 
 
 # (old text of mini.yaml, its replacement, the exact error). Line numbers are those of mini.yaml.
 BROKEN_SPECS = {
+    "unknown dispatch": (
+        "dispatch: posted",
+        "dispatch: later",
+        "spec.yaml:109: ops.recv.dispatch: unknown dispatch 'later' (expected one of: queued, posted)",
+    ),
+    "when that is not a string": (
+        'when: "rank == options.rootRank"',
+        "when: 7",
+        "spec.yaml:105: ops.gather.checks[0].when: expected a string, got an int",
+    ),
     "invalid YAML": (
         "  name: acme\n",
         "  name: [acme\n",
@@ -80,7 +94,7 @@ BROKEN_SPECS = {
         "    runtime: all_gather\n",
         "    runtime: all_gather\n    foo: 1\n",
         "spec.yaml:71: ops.allgather: unknown key 'foo' (expected one of: args, checks, description, "
-        "op_type, result, runtime, tier)",
+        "dispatch, op_type, result, runtime, tier)",
     ),
     "duplicate key": (
         "    tier: extended\n",
@@ -153,7 +167,7 @@ BROKEN_SPECS = {
         "    params: [reference]\n",
         "    params: [reference, label]\n",
         "spec.yaml:41: checks.same_dtype.params: 'label' is reserved (reserved: check, label, list, on, "
-        "tensor, tensors, value, world_size)",
+        "rank, tensor, tensors, value, when, world_size)",
     ),
     "text placeholder for an undeclared param": (
         "(the dtype of {reference!text})",

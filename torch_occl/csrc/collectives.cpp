@@ -7,7 +7,9 @@
 
 #include "algorithms/algorithms.hpp"
 #include "kernels/reduce.hpp"
+#include "transport/p2p.hpp"
 
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -84,24 +86,99 @@ class Staged {
   at::Tensor buffer_;
 };
 
-// Reduces `blocks` (world_size blocks of `block` elements, contiguous, ours to scribble on).
-// Rank r's block r ends reduced, with PREMUL_SUM and AVG applied.
-void reduce_scatter_blocks(OpContext& ctx, const at::Tensor& blocks, int64_t block,
-                           const c10d::ReduceOp& op) {
-  ReducePlan p = plan(op, blocks.scalar_type());
-  size_t count = static_cast<size_t>(block);
+// The dtype a reduction runs in: float32 for float16/bfloat16, so that a whole collective adds
+// in float32 and rounds once at the end, whatever the algorithm and the ring position.
+at::ScalarType accumulation_dtype(at::ScalarType type) {
+  return type == at::kHalf || type == at::kBFloat16 ? at::kFloat : type;
+}
+
+// A contiguous copy of `tensors` (flattened, concatenated) in their accumulation dtype.
+at::Tensor accumulation_copy(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  at::Tensor flat = at::empty(
+      {total}, tensors[0].options().dtype(accumulation_dtype(tensors[0].scalar_type())));
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    flat.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
+    offset += t.numel();
+  }
+  return flat;
+}
+
+// The inverse of accumulation_copy: writes each slice of `flat` back into its tensor.
+void copy_back(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+// The part of a reduction before and after the algorithm: PREMUL_SUM scales each rank's input,
+// AVG divides the result by the world size.
+void premultiply(const ReducePlan& p, const at::Tensor& data) {
   if (p.premultiply) {
-    kernels::scale(data_of(blocks), count * ctx.size, p.reduction.dtype, *p.premultiply);
+    kernels::scale(data_of(data), data.numel(), p.reduction.dtype, *p.premultiply);
   }
-  algorithms::reduce_scatter(ctx.mesh, data_of(blocks), count, p.reduction, ctx.deadline);
-  if (p.average) {
-    void* mine = static_cast<char*>(data_of(blocks)) + count * ctx.rank * blocks.element_size();
-    kernels::divide(mine, count, p.reduction.dtype, ctx.size);
-  }
+}
+
+void average(const ReducePlan& p, const at::Tensor& data, int world_size) {
+  if (p.average) kernels::divide(data_of(data), data.numel(), p.reduction.dtype, world_size);
 }
 
 at::Tensor block_of(const at::Tensor& blocks, int64_t block, int index) {
   return blocks.narrow(0, block * index, block);
+}
+
+// Reduces `blocks` (world_size blocks of `block` elements, contiguous, in the accumulation dtype,
+// ours to scribble on). Rank r's block r ends reduced, with PREMUL_SUM and AVG applied.
+void reduce_scatter_blocks(OpContext& ctx, const at::Tensor& blocks, int64_t block,
+                           const c10d::ReduceOp& op) {
+  ReducePlan p = plan(op, blocks.scalar_type());
+  premultiply(p, blocks);
+  algorithms::reduce_scatter(ctx.mesh, data_of(blocks), static_cast<size_t>(block), p.reduction,
+                             ctx.deadline);
+  average(p, block_of(blocks, block, ctx.rank), ctx.size);
+}
+
+void allreduce_flat(OpContext& ctx, const at::Tensor& flat, const c10d::ReduceOp& op) {
+  ReducePlan p = plan(op, flat.scalar_type());
+  premultiply(p, flat);
+  algorithms::allreduce(ctx.mesh, data_of(flat), static_cast<size_t>(flat.numel()), p.reduction,
+                        ctx.deadline);
+  average(p, flat, ctx.size);
+}
+
+// Allreduces `tensors` as one: through a flat copy in the accumulation dtype.
+void allreduce_copy(OpContext& ctx, const std::vector<at::Tensor>& tensors,
+                    const c10d::ReduceOp& op) {
+  at::Tensor flat = accumulation_copy(tensors);
+  allreduce_flat(ctx, flat, op);
+  copy_back(flat, tensors);
+}
+
+// The rows of `tensor` (its first dimension) that each rank's slice has, per split_sizes rules.
+std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& split_sizes,
+                                   const at::Tensor& tensor, int world_size) {
+  if (!split_sizes.empty()) return split_sizes;
+  int64_t rows = tensor.dim() == 0 ? tensor.numel() : tensor.size(0);
+  return std::vector<int64_t>(world_size, rows / world_size);
+}
+
+std::vector<algorithms::Slice> slices_of(const std::vector<int64_t>& rows, size_t row_bytes) {
+  std::vector<algorithms::Slice> slices;
+  size_t offset = 0;
+  for (int64_t count : rows) {
+    slices.push_back({offset, static_cast<size_t>(count) * row_bytes});
+    offset += slices.back().bytes;
+  }
+  return slices;
+}
+
+size_t row_bytes_of(const at::Tensor& t) {
+  if (t.dim() == 0 || t.size(0) == 0) return t.element_size();
+  return bytes_of(t) / static_cast<size_t>(t.size(0));
 }
 
 }  // namespace
@@ -153,14 +230,32 @@ void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 
 void allreduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::AllreduceOptions& opts) {
-  Staged staged(tensors[0]);
-  const at::Tensor& buffer = staged.buffer();
-  size_t count = static_cast<size_t>(buffer.numel());
-  ReducePlan p = plan(opts.reduceOp, buffer.scalar_type());
-  if (p.premultiply) kernels::scale(data_of(buffer), count, p.reduction.dtype, *p.premultiply);
-  algorithms::allreduce(ctx.mesh, data_of(buffer), count, p.reduction, ctx.deadline);
-  if (p.average) kernels::divide(data_of(buffer), count, p.reduction.dtype, ctx.size);
+  const at::Tensor& tensor = tensors[0];
+  if (accumulation_dtype(tensor.scalar_type()) != tensor.scalar_type()) {
+    return allreduce_copy(ctx, tensors, opts.reduceOp);
+  }
+  Staged staged(tensor);  // in place, unless the tensor is not contiguous
+  allreduce_flat(ctx, staged.buffer().view({-1}), opts.reduceOp);
   staged.commit();
+}
+
+void allreduce_coalesced(OpContext& ctx, const std::vector<at::Tensor>& tensors,
+                         const c10d::AllreduceCoalescedOptions& opts) {
+  allreduce_copy(ctx, tensors, opts.reduceOp);
+}
+
+void reduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
+            const c10d::ReduceOptions& opts) {
+  // A private copy on every rank: non-root tensors must come out as they went in.
+  at::Tensor flat = accumulation_copy(tensors);
+  ReducePlan p = plan(opts.reduceOp, flat.scalar_type());
+  premultiply(p, flat);
+  int root = static_cast<int>(opts.rootRank);
+  algorithms::reduce(ctx.mesh, data_of(flat), static_cast<size_t>(flat.numel()), p.reduction,
+                     root, ctx.deadline);
+  if (ctx.rank != root) return;
+  average(p, flat, ctx.size);
+  copy_back(flat, tensors);
 }
 
 void allgather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
@@ -191,27 +286,174 @@ void reduce_scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensor
                     const std::vector<std::vector<at::Tensor>>& input_tensors,
                     const c10d::ReduceScatterOptions& opts) {
   const at::Tensor& output = output_tensors[0];
-  int64_t block = output.numel();
-  at::Tensor blocks = at::empty({block * ctx.size}, output.options());
-  for (int r = 0; r < ctx.size; ++r) {
-    block_of(blocks, block, r).copy_(input_tensors[0][r].reshape({-1}));
-  }
-  reduce_scatter_blocks(ctx, blocks, block, opts.reduceOp);
-  output.copy_(block_of(blocks, block, ctx.rank).view(output.sizes()));
+  at::Tensor blocks = accumulation_copy(input_tensors[0]);
+  reduce_scatter_blocks(ctx, blocks, output.numel(), opts.reduceOp);
+  output.copy_(block_of(blocks, output.numel(), ctx.rank).view(output.sizes()));
 }
 
 void reduce_scatter_base(OpContext& ctx, const at::Tensor& output_tensor,
                          const at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
   int64_t block = output_tensor.numel();
   // A private copy: the ring uses the input's blocks as scratch, and the input must not change.
-  at::Tensor blocks = at::empty({block * ctx.size}, input_tensor.options());
-  blocks.view(input_tensor.sizes()).copy_(input_tensor);
+  at::Tensor blocks = accumulation_copy({input_tensor});
   reduce_scatter_blocks(ctx, blocks, block, opts.reduceOp);
   output_tensor.copy_(block_of(blocks, block, ctx.rank).view(output_tensor.sizes()));
 }
 
 void barrier(OpContext& ctx, const c10d::BarrierOptions&) {
   algorithms::barrier(ctx.mesh, ctx.deadline);
+}
+
+}  // namespace occl::runtime
+
+namespace occl::runtime {
+
+std::string split_sizes_unfit_reason(const std::vector<int64_t>& sizes, const at::Tensor& tensor,
+                                     int world_size) {
+  int64_t rows = tensor.dim() == 0 ? tensor.numel() : tensor.size(0);
+  if (sizes.empty()) {
+    if (rows % world_size == 0) return "";
+    return "no split sizes means equal splits, but its first dimension, " + std::to_string(rows) +
+           ", does not divide by the world size, " + std::to_string(world_size);
+  }
+  if (sizes.size() != static_cast<size_t>(world_size)) {
+    return "it has " + std::to_string(sizes.size()) + " split sizes, expected " +
+           std::to_string(world_size) + " (one per rank) or none (equal splits)";
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 0) {
+      return "split size " + std::to_string(i) + " is " + std::to_string(sizes[i]) +
+             ", expected >= 0";
+    }
+    total += sizes[i];
+  }
+  if (total == rows) return "";
+  return "the split sizes sum to " + std::to_string(total) + ", expected its first dimension, " +
+         std::to_string(rows);
+}
+
+void allgather_coalesced(OpContext& ctx,
+                         const std::vector<std::vector<at::Tensor>>& output_tensor_lists,
+                         const std::vector<at::Tensor>& input_tensors,
+                         const c10d::AllgatherOptions&) {
+  // All inputs travel as one block per rank: this rank's inputs, flattened and concatenated.
+  int64_t block = 0;
+  for (const auto& t : input_tensors) block += t.numel();
+  at::Tensor blocks = at::empty({block * ctx.size}, input_tensors[0].options());
+  int64_t offset = block * ctx.rank;
+  for (const auto& t : input_tensors) {
+    blocks.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
+    offset += t.numel();
+  }
+  algorithms::allgather(ctx.mesh, data_of(blocks), block * blocks.element_size(), ctx.deadline);
+  for (int r = 0; r < ctx.size; ++r) copy_back(block_of(blocks, block, r), output_tensor_lists[r]);
+}
+
+void allgather_into_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions& opts) {
+  for (size_t i = 0; i < outputs.size(); ++i) allgather_base(ctx, outputs[i], inputs[i], opts);
+}
+
+void reduce_scatter_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const c10d::ReduceScatterOptions& opts) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    reduce_scatter_base(ctx, outputs[i], inputs[i], opts);
+  }
+}
+
+void gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
+            const std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
+  int root = static_cast<int>(opts.rootRank);
+  at::Tensor input = input_tensors[0].contiguous();
+  if (ctx.rank != root) {
+    return algorithms::gather(ctx.mesh, data_of(input), {}, bytes_of(input), root, ctx.deadline);
+  }
+  const auto& outputs = output_tensors[0];
+  std::vector<Staged> staged(outputs.begin(), outputs.end());
+  std::vector<void*> blocks;
+  for (const auto& s : staged) blocks.push_back(data_of(s.buffer()));
+  algorithms::gather(ctx.mesh, data_of(input), blocks, bytes_of(input), root, ctx.deadline);
+  outputs[root].copy_(input.view(outputs[root].sizes()));
+  for (int r = 0; r < ctx.size; ++r) {
+    if (r != root) staged[r].commit();
+  }
+}
+
+void scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
+             const std::vector<std::vector<at::Tensor>>& input_tensors,
+             const c10d::ScatterOptions& opts) {
+  int root = static_cast<int>(opts.rootRank);
+  Staged output(output_tensors[0]);
+  std::vector<at::Tensor> inputs;  // contiguous, alive until the sends are done
+  std::vector<const void*> blocks;
+  if (ctx.rank == root) {
+    for (const auto& t : input_tensors[0]) {
+      inputs.push_back(t.contiguous());
+      blocks.push_back(data_of(inputs.back()));
+    }
+  }
+  algorithms::scatter(ctx.mesh, blocks, data_of(output.buffer()), bytes_of(output.buffer()), root,
+                      ctx.deadline);
+  output.commit();
+}
+
+void alltoall_base(OpContext& ctx, const at::Tensor& output_tensor,
+                   const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
+                   const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+  at::Tensor input = input_tensor.contiguous();
+  Staged output(output_tensor);
+  algorithms::alltoall(
+      ctx.mesh, static_cast<const char*>(data_of(input)),
+      slices_of(rows_per_rank(input_split_sizes, input, ctx.size), row_bytes_of(input)),
+      static_cast<char*>(data_of(output.buffer())),
+      slices_of(rows_per_rank(output_split_sizes, output_tensor, ctx.size),
+                row_bytes_of(output_tensor)),
+      ctx.deadline);
+  output.commit();
+}
+
+void alltoall(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
+              const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions&) {
+  // Every peer's tensor travels as a slice of one flat buffer each way.
+  auto flat_slices = [](const std::vector<at::Tensor>& tensors) {
+    std::vector<int64_t> numels;
+    for (const auto& t : tensors) numels.push_back(t.numel());
+    return slices_of(numels, tensors[0].element_size());
+  };
+  std::vector<at::Tensor> flattened;
+  for (const auto& t : input_tensors) flattened.push_back(t.reshape({-1}));
+  at::Tensor send = at::cat(flattened);
+  int64_t received = 0;
+  for (const auto& t : output_tensors) received += t.numel();
+  at::Tensor recv = at::empty({received}, output_tensors[0].options());
+  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(send)), flat_slices(input_tensors),
+                       static_cast<char*>(data_of(recv)), flat_slices(output_tensors),
+                       ctx.deadline);
+  copy_back(recv, output_tensors);
+}
+
+void send(OpContext& ctx, const std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  at::Tensor data = tensors[0].contiguous();
+  ctx.p2p.send(dst_rank, tag, data_of(data), bytes_of(data), ctx.deadline,
+               [data, done = ctx.done](std::exception_ptr error, int source) {
+                 done(error, source);
+               });
+}
+
+void recv(OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  Staged staged(tensors[0]);
+  ctx.p2p.recv(src_rank, tag, data_of(staged.buffer()), bytes_of(staged.buffer()), ctx.deadline,
+               [staged, done = ctx.done](std::exception_ptr error, int source) {
+                 if (!error) staged.commit();
+                 done(error, source);
+               });
+}
+
+void recv_anysource(OpContext& ctx, const std::vector<at::Tensor>& tensors, int tag) {
+  recv(ctx, tensors, transport::P2PEngine::kAnySource, tag);
 }
 
 }  // namespace occl::runtime

@@ -2,6 +2,7 @@
 
 #include "transport/bootstrap.hpp"
 #include "transport/mesh.hpp"
+#include "transport/p2p.hpp"
 #include "work/executor.hpp"
 
 #include <c10/util/Exception.h>
@@ -24,7 +25,15 @@ std::exception_ptr backend_error(const std::string& message) {
 Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Config config)
     : rank_(rank), size_(size), config_(std::move(config)) {
   try {
-    mesh_ = transport::bootstrap_mesh(store, rank, size, {config_.bind_address, config_.timeout});
+    // Collectives and point-to-point messages travel on links of their own: p2p messages arrive
+    // in any order and must never sit in the way of a collective's frames.
+    mesh_ = std::make_unique<transport::Mesh>(
+        rank, size,
+        transport::connect_group(store, rank, size,
+                                 {config_.bind_address, config_.timeout, "collective"}));
+    p2p_ = std::make_unique<transport::P2PEngine>(
+        rank, size,
+        transport::connect_group(store, rank, size, {config_.bind_address, config_.timeout, "p2p"}));
   } catch (const transport::TransportError& e) {
     C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + describe_group() + ": " + e.what());
   }
@@ -33,8 +42,11 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
 
 Runtime::~Runtime() { shutdown(); }
 
-void Runtime::submit(const char* label, std::chrono::milliseconds timeout, OpFn run, DoneFn done) {
+void Runtime::submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout,
+                     OpFn run, DoneFn done) {
   uint64_t sequence = next_sequence_++;
+  if (timeout == c10d::kUnsetTimeout) timeout = config_.timeout;
+  if (dispatch == Dispatch::Posted) return post(label, sequence, timeout, run, std::move(done));
   try {
     executor_->submit([this, label, sequence, timeout, run = std::move(run),
                        done = std::move(done)] { execute(label, sequence, timeout, run, done); });
@@ -47,6 +59,7 @@ void Runtime::shutdown() { executor_->stop(); }
 
 void Runtime::abort() {
   mesh_->abort();
+  p2p_->abort();
   executor_->stop();
 }
 
@@ -61,34 +74,59 @@ std::string Runtime::describe_group() const {
   return out.str();
 }
 
+std::string Runtime::describe_op(const char* label, uint64_t sequence) const {
+  return std::string(label) + " #" + std::to_string(sequence) + " in " + describe_group() + ": ";
+}
+
+namespace {
+
+// The error text of a failed op, the timeout spelled out.
+std::string failure_text(std::exception_ptr error, std::chrono::milliseconds timeout) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const transport::TransportError& e) {
+    if (e.kind() != transport::TransportError::Kind::Timeout) return e.what();
+    return "timed out after " + std::to_string(timeout.count()) + " ms, " + e.what();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
 void Runtime::execute(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,
                       const OpFn& run, const DoneFn& done) {
-  if (timeout == c10d::kUnsetTimeout) timeout = config_.timeout;
-  auto prefix = [&] {
-    std::ostringstream out;
-    out << label << " #" << sequence << " in " << describe_group() << ": ";
-    return out.str();
-  };
   if (!broken_.empty()) {
-    done(backend_error(prefix() + "not run, the group failed earlier: " + broken_));
+    done(backend_error(describe_op(label, sequence) +
+                       "not run, the group failed earlier: " + broken_),
+         -1);
     return;
   }
-  OpContext ctx{*mesh_, rank_, size_, transport::Clock::now() + timeout};
+  OpContext ctx{*mesh_, *p2p_, rank_, size_, transport::Clock::now() + timeout, nullptr};
   try {
     run(ctx);
-    done(nullptr);
-    return;
-  } catch (const transport::TransportError& e) {
+  } catch (...) {
     // A failed exchange leaves the links mid-message: nothing after it can be trusted.
-    std::string what = e.kind() == transport::TransportError::Kind::Timeout
-                           ? "timed out after " + std::to_string(timeout.count()) + " ms, " +
-                                 e.what()
-                           : e.what();
-    broken_ = prefix() + what;
-    done(backend_error(broken_));
-  } catch (const std::exception& e) {
-    broken_ = prefix() + e.what();
-    done(backend_error(broken_));
+    broken_ = describe_op(label, sequence) + failure_text(std::current_exception(), timeout);
+    done(backend_error(broken_), -1);
+    return;
+  }
+  done(nullptr, -1);
+}
+
+void Runtime::post(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,
+                   const OpFn& run, DoneFn done) {
+  std::string prefix = describe_op(label, sequence);
+  auto finish = [prefix, timeout, done = std::move(done)](std::exception_ptr error, int source) {
+    done(error ? backend_error(prefix + failure_text(error, timeout)) : nullptr, source);
+  };
+  OpContext ctx{*mesh_, *p2p_, rank_, size_, transport::Clock::now() + timeout, finish};
+  try {
+    run(ctx);
+  } catch (...) {
+    finish(std::current_exception(), -1);
   }
 }
 

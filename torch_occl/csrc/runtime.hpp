@@ -20,6 +20,7 @@
 
 namespace occl::transport {
 class Mesh;
+class P2PEngine;
 }
 
 namespace occl::runtime {
@@ -35,26 +36,39 @@ struct Config {
   std::string group_id;
 };
 
+// Called once when an op ends: nullptr or its error, and the rank a received message came from
+// (-1 for anything but receives).
+using DoneFn = std::function<void(std::exception_ptr, int source_rank)>;
+
+// How an op runs (spec: an op's `dispatch`).
+enum class Dispatch {
+  Queued,  // on the group's worker thread, after every op issued before it: collectives
+  Posted,  // at once on the caller's thread, handing its completion to the p2p engine
+};
+
 // What an op's runtime function gets besides its arguments.
 struct OpContext {
-  transport::Mesh& mesh;
+  transport::Mesh& mesh;        // collective links, used by queued ops
+  transport::P2PEngine& p2p;    // point-to-point links, used by posted ops
   int rank;
   int size;
   transport::Deadline deadline;
+  DoneFn done;  // posted ops only: must end up called exactly once (the engine calls it)
 };
 
 class Runtime {
  public:
   using OpFn = std::function<void(OpContext&)>;
-  using DoneFn = std::function<void(std::exception_ptr)>;
 
   // Connects to every other rank of the group (through `store`) before returning.
   Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Config config);
   ~Runtime();
 
-  // Queues `run`; `done` is called on the worker with nullptr or the op's error. `label` names
-  // the op in errors ("occl.allreduce"); `timeout` may be c10d::kUnsetTimeout.
-  void submit(const char* label, std::chrono::milliseconds timeout, OpFn run, DoneFn done);
+  // Runs `run` as `dispatch` says; `done` gets nullptr or the op's error (a DistBackendError
+  // naming the op). `label` names the op in errors ("occl.allreduce"); `timeout` may be
+  // c10d::kUnsetTimeout.
+  void submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout, OpFn run,
+              DoneFn done);
 
   // Lets queued ops finish (each within its own timeout), then stops the worker. Idempotent.
   void shutdown();
@@ -66,12 +80,16 @@ class Runtime {
  private:
   void execute(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,
                const OpFn& run, const DoneFn& done);
+  void post(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,
+            const OpFn& run, DoneFn done);
   std::string describe_group() const;
+  std::string describe_op(const char* label, uint64_t sequence) const;
 
   int rank_;
   int size_;
   Config config_;
   std::unique_ptr<transport::Mesh> mesh_;
+  std::unique_ptr<transport::P2PEngine> p2p_;
   std::atomic<uint64_t> next_sequence_{0};  // ops submitted so far, names them in errors
   std::string broken_;               // first transport failure; later ops fail fast with it
   std::unique_ptr<Executor> executor_;
@@ -81,6 +99,12 @@ class Runtime {
 const char* reduce_op_name(const c10d::ReduceOp& op);
 // nullptr when the kernels implement `op` for `dtype`, else the reason, for the error message.
 const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType dtype);
+
+// ---- Split sizes, used by the spec's split_sizes check ---------------------------------------
+// Empty when `sizes` splits `tensor` along dim 0 into world_size parts (empty `sizes`: equal
+// parts), else why not.
+std::string split_sizes_unfit_reason(const std::vector<int64_t>& sizes, const at::Tensor& tensor,
+                                     int world_size);
 
 // ---- One function per spec op (`runtime:` key) ----------------------------------------------
 void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
@@ -97,5 +121,34 @@ void reduce_scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensor
 void reduce_scatter_base(OpContext& ctx, const at::Tensor& output_tensor,
                          const at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts);
 void barrier(OpContext& ctx, const c10d::BarrierOptions& opts);
+void allreduce_coalesced(OpContext& ctx, const std::vector<at::Tensor>& tensors,
+                         const c10d::AllreduceCoalescedOptions& opts);
+void reduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
+            const c10d::ReduceOptions& opts);
+void allgather_coalesced(OpContext& ctx,
+                         const std::vector<std::vector<at::Tensor>>& output_tensor_lists,
+                         const std::vector<at::Tensor>& input_tensors,
+                         const c10d::AllgatherOptions& opts);
+void allgather_into_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions& opts);
+void gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
+            const std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts);
+void scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
+             const std::vector<std::vector<at::Tensor>>& input_tensors,
+             const c10d::ScatterOptions& opts);
+void reduce_scatter_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const c10d::ReduceScatterOptions& opts);
+void alltoall_base(OpContext& ctx, const at::Tensor& output_tensor,
+                   const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
+                   const std::vector<int64_t>& input_split_sizes,
+                   const c10d::AllToAllOptions& opts);
+void alltoall(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
+              const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts);
+// Posted: they hand ctx.done to the p2p engine.
+void send(OpContext& ctx, const std::vector<at::Tensor>& tensors, int dst_rank, int tag);
+void recv(OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank, int tag);
+void recv_anysource(OpContext& ctx, const std::vector<at::Tensor>& tensors, int tag);
 
 }  // namespace occl::runtime

@@ -3,6 +3,7 @@
 #include "ring.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -14,28 +15,38 @@ size_t env_size(const char* name, size_t fallback) {
   return value ? std::stoull(value) : fallback;
 }
 
-// Small messages: one round in which every rank sends its whole buffer to every other rank, then
-// each folds all contributions in rank order, so every rank computes the same bits.
+// Folds every rank's contribution in rank order, so every rank that does it gets the same bits:
+// slots[r] holds rank r's contribution except slots[own], whose contribution is `data`.
+void fold_in_rank_order(void* data, const std::vector<void*>& slots, int own, size_t count,
+                        Reduction reduction) {
+  std::vector<const void*> sources(slots.begin(), slots.end());
+  sources[own] = data;
+  kernels::reduce(data, sources.data(), static_cast<int>(sources.size()), count, reduction.dtype,
+                  reduction.op);
+}
+
+// Small messages: one round in which every rank sends its whole buffer to every other rank.
 void direct_allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction,
                       Deadline deadline) {
   const int n = mesh.size();
-  const int r = mesh.rank();
   const size_t bytes = count * kernels::element_size(reduction.dtype);
   std::unique_ptr<char[]> incoming(new char[bytes * n]);
+  std::vector<void*> slots(n);
   std::vector<transport::SendOp> sends;
   std::vector<transport::RecvOp> recvs;
-  std::vector<const void*> sources(n);
   for (int peer = 0; peer < n; ++peer) {
-    if (peer == r) {
-      sources[peer] = data;
-      continue;
-    }
-    sources[peer] = incoming.get() + bytes * peer;
+    slots[peer] = incoming.get() + bytes * peer;
+    if (peer == mesh.rank()) continue;
     sends.push_back({peer, data, bytes});
-    recvs.push_back({peer, incoming.get() + bytes * peer, bytes});
+    recvs.push_back({peer, slots[peer], bytes});
   }
   mesh.exchange(sends, recvs, deadline);
-  kernels::reduce(data, sources.data(), n, count, reduction.dtype, reduction.op);
+  fold_in_rank_order(data, slots, mesh.rank(), count, reduction);
+}
+
+bool is_small(size_t count, Reduction reduction) {
+  return count * kernels::element_size(reduction.dtype) <=
+         Tuning::get().direct_allreduce_max_bytes;
 }
 
 }  // namespace
@@ -53,14 +64,48 @@ const Tuning& Tuning::get() {
 void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadline deadline) {
   const int n = mesh.size();
   if (n == 1 || count == 0) return;
-  if (count * kernels::element_size(reduction.dtype) <= Tuning::get().direct_allreduce_max_bytes) {
-    return direct_allreduce(mesh, data, count, reduction, deadline);
-  }
+  if (is_small(count, reduction)) return direct_allreduce(mesh, data, count, reduction, deadline);
   // Ring: reduce-scatter leaves segment r complete on rank r, allgather spreads the segments.
   Segments segments = Segments::even(count, n);
   ring_reduce_scatter(mesh, static_cast<char*>(data), segments, reduction, deadline);
   ring_allgather(mesh, static_cast<char*>(data), segments,
                  kernels::element_size(reduction.dtype), deadline);
+}
+
+void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
+            Deadline deadline) {
+  const int n = mesh.size();
+  if (n == 1 || count == 0) return;
+  const size_t element = kernels::element_size(reduction.dtype);
+  char* bytes = static_cast<char*>(data);
+  if (is_small(count, reduction)) {
+    // Everyone sends to the root, which folds in rank order.
+    if (mesh.rank() != root) return mesh.exchange({{root, data, count * element}}, {}, deadline);
+    std::unique_ptr<char[]> incoming(new char[count * element * n]);
+    std::vector<void*> slots(n);
+    std::vector<transport::RecvOp> recvs;
+    for (int peer = 0; peer < n; ++peer) {
+      slots[peer] = incoming.get() + count * element * peer;
+      if (peer != root) recvs.push_back({peer, slots[peer], count * element});
+    }
+    mesh.exchange({}, recvs, deadline);
+    return fold_in_rank_order(data, slots, root, count, reduction);
+  }
+  // Large: a ring reduce-scatter spreads the arithmetic over all ranks, then the root collects
+  // the reduced segments.
+  Segments segments = Segments::even(count, n);
+  ring_reduce_scatter(mesh, bytes, segments, reduction, deadline);
+  const int r = mesh.rank();
+  if (r != root) {
+    return mesh.exchange(
+        {{root, bytes + segments.begin(r) * element, segments.count(r) * element}}, {}, deadline);
+  }
+  std::vector<transport::RecvOp> recvs;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == root) continue;
+    recvs.push_back({peer, bytes + segments.begin(peer) * element, segments.count(peer) * element});
+  }
+  mesh.exchange({}, recvs, deadline);
 }
 
 void reduce_scatter(Mesh& mesh, void* data, size_t block_count, Reduction reduction,
@@ -84,6 +129,43 @@ void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline
     if (peer != root) sends.push_back({peer, data, bytes});
   }
   mesh.exchange(sends, {}, deadline);
+}
+
+void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size_t bytes,
+            int root, Deadline deadline) {
+  if (mesh.size() == 1 || bytes == 0) return;
+  if (mesh.rank() != root) return mesh.exchange({{root, data, bytes}}, {}, deadline);
+  std::vector<transport::RecvOp> recvs;
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    if (peer != root) recvs.push_back({peer, blocks[peer], bytes});
+  }
+  mesh.exchange({}, recvs, deadline);
+}
+
+void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, size_t bytes,
+             int root, Deadline deadline) {
+  if (bytes == 0) return;
+  if (mesh.rank() != root) return mesh.exchange({}, {{root, data, bytes}}, deadline);
+  std::memcpy(data, blocks[root], bytes);
+  std::vector<transport::SendOp> sends;
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    if (peer != root) sends.push_back({peer, blocks[peer], bytes});
+  }
+  mesh.exchange(sends, {}, deadline);
+}
+
+void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
+              const std::vector<Slice>& recv_slices, Deadline deadline) {
+  const int r = mesh.rank();
+  std::memcpy(recv + recv_slices[r].offset, send + send_slices[r].offset, send_slices[r].bytes);
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> recvs;
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    if (peer == r) continue;
+    sends.push_back({peer, send + send_slices[peer].offset, send_slices[peer].bytes});
+    recvs.push_back({peer, recv + recv_slices[peer].offset, recv_slices[peer].bytes});
+  }
+  mesh.exchange(sends, recvs, deadline);
 }
 
 void barrier(Mesh& mesh, Deadline deadline) {

@@ -9,6 +9,7 @@
 #include "../transport/mesh.hpp"
 
 #include <cstddef>
+#include <vector>
 
 namespace occl::algorithms {
 
@@ -46,5 +47,30 @@ void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline
 
 // Returns once every rank has entered.
 void barrier(Mesh& mesh, Deadline deadline);
+
+// `data` (count elements; scratch on every rank but the root) is reduced over all ranks into the
+// root's data.
+void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
+            Deadline deadline);
+
+// The root receives `bytes` from every rank r into blocks[r] (blocks[root] is the root's own:
+// not touched). Other ranks send `data`; `blocks` is only read on the root.
+void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size_t bytes,
+            int root, Deadline deadline);
+
+// Every rank r receives the root's blocks[r] into `data` (the root copies its own block).
+void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, size_t bytes,
+             int root, Deadline deadline);
+
+// A region of a buffer: where the bytes for (or from) one rank are.
+struct Slice {
+  size_t offset;
+  size_t bytes;
+};
+
+// Rank r sends send[send_slices[j]] to rank j and receives rank j's slice for r into
+// recv[recv_slices[j]]; its own slice is copied.
+void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
+              const std::vector<Slice>& recv_slices, Deadline deadline);
 
 }  // namespace occl::algorithms

@@ -27,8 +27,10 @@ struct Hello {
   Secret secret;
 };
 
-std::string address_key(int rank) { return "occl/address/" + std::to_string(rank); }
-const char* const kSecretKey = "occl/secret";
+std::string address_key(const std::string& channel, int rank) {
+  return "occl/" + channel + "/address/" + std::to_string(rank);
+}
+std::string secret_key(const std::string& channel) { return "occl/" + channel + "/secret"; }
 
 std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
@@ -45,14 +47,15 @@ bool same_secret(const Secret& a, const Secret& b) {
   return diff == 0;
 }
 
-Secret exchange_secret(c10d::Store& store, int rank, std::chrono::milliseconds timeout) {
+Secret exchange_secret(c10d::Store& store, int rank, const BootstrapOptions& options) {
+  const std::string key = secret_key(options.channel);
   if (rank == 0) {
     Secret secret = make_secret();
-    store.set(kSecretKey, std::vector<uint8_t>(secret.begin(), secret.end()));
+    store.set(key, std::vector<uint8_t>(secret.begin(), secret.end()));
     return secret;
   }
-  store.wait({kSecretKey}, timeout);
-  auto bytes = store.get(kSecretKey);
+  store.wait({key}, options.timeout);
+  auto bytes = store.get(key);
   TORCH_CHECK(bytes.size() == kSecretBytes, "occl: malformed group secret in the store");
   Secret secret;
   std::copy(bytes.begin(), bytes.end(), secret.begin());
@@ -94,9 +97,10 @@ void accept_member(const Socket& listener, int rank, int size, const Secret& sec
 }
 
 Socket connect_member(c10d::Store& store, int rank, int size, int peer, const Secret& secret,
-                      std::chrono::milliseconds timeout, Deadline deadline) {
-  store.wait({address_key(peer)}, timeout);
-  auto value = store.get(address_key(peer));
+                      const BootstrapOptions& options, Deadline deadline) {
+  const std::string key = address_key(options.channel, peer);
+  store.wait({key}, options.timeout);
+  auto value = store.get(key);
   std::istringstream in(std::string(value.begin(), value.end()));
   std::string host;
   int port = 0;
@@ -116,25 +120,25 @@ Socket connect_member(c10d::Store& store, int rank, int size, int peer, const Se
 
 }  // namespace
 
-std::unique_ptr<Mesh> bootstrap_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                     int size, const BootstrapOptions& options) {
+std::vector<Socket> connect_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                  int size, const BootstrapOptions& options) {
   std::vector<Socket> peers(static_cast<size_t>(size));
-  if (size == 1) return std::make_unique<Mesh>(rank, size, std::move(peers));
+  if (size == 1) return peers;
 
   Deadline deadline = Clock::now() + options.timeout;
   Socket listener = Socket::listen(options.bind_address);
   std::string address = advertised_host(options.bind_address) + " " +
                         std::to_string(listener.port());
-  store->set(address_key(rank), to_bytes(address));
-  Secret secret = exchange_secret(*store, rank, options.timeout);
+  store->set(address_key(options.channel, rank), to_bytes(address));
+  Secret secret = exchange_secret(*store, rank, options);
 
   for (int peer = 0; peer < rank; ++peer) {
-    peers[peer] = connect_member(*store, rank, size, peer, secret, options.timeout, deadline);
+    peers[peer] = connect_member(*store, rank, size, peer, secret, options, deadline);
   }
   for (int accepted = rank + 1; accepted < size; ++accepted) {
     accept_member(listener, rank, size, secret, peers, deadline);
   }
-  return std::make_unique<Mesh>(rank, size, std::move(peers));
+  return peers;
 }
 
 }  // namespace occl::transport

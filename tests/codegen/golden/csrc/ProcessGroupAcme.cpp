@@ -5,6 +5,9 @@
 
 #include <ATen/core/jit_type.h>
 
+#include <memory>
+#include <mutex>
+
 namespace acme::c10d {
 // The spec's check conditions name runtime functions unqualified.
 using namespace ::acme::runtime;
@@ -26,11 +29,48 @@ WorkAcme::WorkAcme(int rank, c10d::OpType op_type,
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()))) {}
 
+c10::intrusive_ptr<WorkAcme> WorkAcme::all_of(int rank,
+    std::vector<c10::intrusive_ptr<WorkAcme>> works) {
+  std::vector<at::Tensor> outputs;
+  for (const auto& work : works) {
+    outputs.insert(outputs.end(), work->outputs_.begin(), work->outputs_.end());
+  }
+  auto group = c10::make_intrusive<WorkAcme>(
+      rank, c10d::OpType::COALESCED, "acme:coalesced", outputs);
+  if (works.empty()) {
+    group->complete(nullptr, -1);
+    return group;
+  }
+  struct Pending {
+    std::mutex mutex;
+    size_t left;
+    std::exception_ptr first_error;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = works.size();
+  for (const auto& work : works) {
+    work->future_->addCallback([group, pending](c10::ivalue::Future& future) {
+      std::exception_ptr error;
+      {
+        std::lock_guard<std::mutex> lock(pending->mutex);
+        if (future.hasError() && !pending->first_error) pending->first_error = future.exception_ptr();
+        if (--pending->left > 0) return;
+        error = pending->first_error;
+      }
+      group->complete(error, -1);
+    });
+  }
+  return group;
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> WorkAcme::getFuture() { return future_; }
 
 std::vector<at::Tensor> WorkAcme::result() { return outputs_; }
 
-void WorkAcme::complete(std::exception_ptr error) {
+int WorkAcme::sourceRank() const { return source_rank_; }
+
+void WorkAcme::complete(std::exception_ptr error, int source_rank) {
+  source_rank_ = source_rank;
   if (error) {
     future_->setError(error);
   } else {
@@ -70,9 +110,21 @@ void ProcessGroupAcme::shutdown() { runtime_->shutdown(); }
 
 void ProcessGroupAcme::abort() { runtime_->abort(); }
 
+void ProcessGroupAcme::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "acme: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::endCoalescing() {
+  TORCH_CHECK(coalescing_, "acme: endCoalescing called without startCoalescing");
+  coalescing_ = false;
+  return WorkAcme::all_of(getRank(), std::move(coalesced_));
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
   static constexpr const char* kOp = "acme.allgather";
   [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
   ACME_CHECK_SINGLE_ENTRY(kOp, "input_tensors", (input_tensors));
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
@@ -88,37 +140,77 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::allgather(std::vector<std::vect
     }
   }
   auto work = c10::make_intrusive<WorkAcme>(
-      getRank(), c10d::OpType::ALLGATHER, "acme:allgather", flatten(output_tensors));
+      rank, c10d::OpType::ALLGATHER, "acme:allgather", flatten(output_tensors));
   runtime_->submit(
-      kOp, opts.timeout,
+      Dispatch::Queued, kOp, opts.timeout,
       [output_tensors, input_tensors, opts](OpContext& ctx) { ::acme::runtime::all_gather(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error) { work->complete(error); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+  if (coalescing_) coalesced_.push_back(work);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   static constexpr const char* kOp = "acme.send";
   [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
   ACME_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
   ACME_CHECK_RANK_IN_RANGE(kOp, "dstRank", (dstRank));
   auto work = c10::make_intrusive<WorkAcme>(
-      getRank(), c10d::OpType::SEND, "acme:send", tensors);
+      rank, c10d::OpType::SEND, "acme:send", tensors);
   runtime_->submit(
-      kOp, c10d::kUnsetTimeout,
+      Dispatch::Queued, kOp, c10d::kUnsetTimeout,
       [tensors, dstRank, tag](OpContext& ctx) { ::acme::runtime::send(ctx, tensors, dstRank, tag); },
-      [work](std::exception_ptr error) { work->complete(error); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+  if (coalescing_) coalesced_.push_back(work);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::barrier(const c10d::BarrierOptions& opts) {
   static constexpr const char* kOp = "acme.barrier";
   [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
   auto work = c10::make_intrusive<WorkAcme>(
-      getRank(), c10d::OpType::BARRIER, "acme:barrier", std::vector<at::Tensor>{});
+      rank, c10d::OpType::BARRIER, "acme:barrier", std::vector<at::Tensor>{});
   runtime_->submit(
-      kOp, opts.timeout,
+      Dispatch::Queued, kOp, opts.timeout,
       [opts](OpContext& ctx) { ::acme::runtime::barrier(ctx, opts); },
-      [work](std::exception_ptr error) { work->complete(error); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs, const c10d::GatherOptions& options) {
+  static constexpr const char* kOp = "acme.gather";
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  if (rank == options.rootRank) {
+    ACME_CHECK_SINGLE_ENTRY(kOp, "outputs", (outputs));
+  }
+  for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
+    ACME_CHECK_ONE_PER_RANK(kOp, acme::c10d::CheckLabel("outputs", i0), (outputs[i0]));
+  }
+  auto work = c10::make_intrusive<WorkAcme>(
+      rank, c10d::OpType::GATHER, "acme:gather", flatten(outputs));
+  runtime_->submit(
+      Dispatch::Queued, kOp, options.timeout,
+      [outputs, inputs, options](OpContext& ctx) { ::acme::runtime::gather(ctx, outputs, inputs, options); },
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::recv(std::vector<at::Tensor>& received, int srcRank, int tag) {
+  static constexpr const char* kOp = "acme.recv";
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  ACME_CHECK_RANK_IN_RANGE(kOp, "srcRank", (srcRank));
+  auto work = c10::make_intrusive<WorkAcme>(
+      rank, c10d::OpType::RECV, "acme:recv", received);
+  runtime_->submit(
+      Dispatch::Posted, kOp, c10d::kUnsetTimeout,
+      [received, srcRank, tag](OpContext& ctx) { ::acme::runtime::recv(ctx, received, srcRank, tag); },
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+  if (coalescing_) coalesced_.push_back(work);
   return work;
 }
 

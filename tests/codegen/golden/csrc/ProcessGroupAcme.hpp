@@ -23,15 +23,22 @@ class WorkAcme : public c10d::Work {
   WorkAcme(int rank, c10d::OpType op_type, const char* profiling_title,
       std::vector<at::Tensor> outputs);
 
+  // A Work that completes when all of `works` have, failing with the first failure among them.
+  static c10::intrusive_ptr<WorkAcme> all_of(int rank,
+      std::vector<c10::intrusive_ptr<WorkAcme>> works);
+
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
+  // The sender's rank, for a receive from any source.
+  int sourceRank() const override;
 
-  // Called once, by the runtime's worker: completes the future, then the Work.
-  void complete(std::exception_ptr error);
+  // Called once, by the runtime: completes the future, then the Work.
+  void complete(std::exception_ptr error, int source_rank);
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  int source_rank_ = -1;
 };
 
 class ProcessGroupAcme : public c10d::Backend {
@@ -57,6 +64,9 @@ class ProcessGroupAcme : public c10d::Backend {
   bool supportsSplitting() const override;
   void shutdown() override;
   void abort() override;
+  // Between these, every op's Work is collected; endCoalescing returns one Work for all of them.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   // Every rank receives every rank's input.
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) override;
@@ -67,9 +77,17 @@ class ProcessGroupAcme : public c10d::Backend {
   // Returns once every rank has entered it.
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // The root receives every input.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs, const c10d::GatherOptions& options) override;
+
+  // Receives a tensor.
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& received, int srcRank, int tag) override;
+
  private:
   c10::intrusive_ptr<Options> options_;
   std::unique_ptr<::acme::runtime::Runtime> runtime_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<WorkAcme>> coalesced_;
 };
 
 }  // namespace acme::c10d

@@ -14,7 +14,7 @@ PYBIND11_MODULE(_C, module) {
 
   module.attr("BACKEND_NAME") = "acme";
   module.attr("DEVICES") = py::make_tuple("cpu", "cuda");
-  module.attr("OPS") = py::make_tuple("allgather", "send", "barrier");
+  module.attr("OPS") = py::make_tuple("allgather", "send", "barrier", "gather", "recv");
 
   using Backend = acme::c10d::ProcessGroupAcme;
   auto backend = py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(
@@ -38,4 +38,27 @@ PYBIND11_MODULE(_C, module) {
       }),
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
       py::call_guard<py::gil_scoped_release>());
+
+  // torch's Backend binding lacks some ops (the *_coalesced ones); bind those, so every op of the
+  // spec can be called from Python.
+  if (!py::hasattr(backend, "allgather")) {
+    backend.def("allgather", &Backend::allgather,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "send")) {
+    backend.def("send", &Backend::send,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "barrier")) {
+    backend.def("barrier", &Backend::barrier,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "gather")) {
+    backend.def("gather", &Backend::gather,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "recv")) {
+    backend.def("recv", &Backend::recv,
+                py::call_guard<py::gil_scoped_release>());
+  }
 }

@@ -14,7 +14,7 @@ import torch.distributed as dist
 extension = importlib.import_module("acme_dist._C")
 Backend = extension.ProcessGroupAcme
 
-OPS = ["allgather", "send", "barrier"]
+OPS = ["allgather", "send", "barrier", "gather", "recv"]
 
 
 def make_tensor():
@@ -30,7 +30,7 @@ def make_backend():
 def test_module_declares_the_spec():
     assert extension.BACKEND_NAME == "acme"
     assert list(extension.DEVICES) == ["cpu", "cuda"]
-    assert list(extension.OPS) == ["allgather", "send", "barrier"]
+    assert list(extension.OPS) == ["allgather", "send", "barrier", "gather", "recv"]
 
 
 def test_backend_name_and_capabilities():
@@ -85,6 +85,35 @@ def test_barrier_in_a_group_of_one():
     for tensor in tensors:
         torch.testing.assert_close(tensor, make_tensor())
     assert work.get_future().value() == []
+
+
+def test_gather_in_a_group_of_one():
+    backend = make_backend()
+    args = ([[make_tensor()]], [make_tensor()], c10d.GatherOptions(),)
+    work = backend.gather(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
+
+
+@pytest.mark.skip(reason="a point-to-point op needs a peer")
+def test_recv_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor()], 0, 0,)
+    work = backend.recv(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor, make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t.data_ptr() for t in _tensors(args[0])]
+    assert [t.data_ptr() for t in work.get_future().value()] == expected
 
 
 def _tensors(arg):

@@ -1,0 +1,443 @@
+#include "p2p.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <optional>
+#include <string>
+
+namespace occl::transport {
+namespace {
+
+constexpr uint32_t kP2PMagic = 0x4f435032;  // "OCP2"
+constexpr int kMaxPollMillis = 1000;
+
+struct P2PHeader {
+  uint32_t magic;
+  uint32_t reserved;
+  int64_t tag;
+  uint64_t bytes;
+};
+
+struct SendRequest {
+  P2PHeader header;
+  const char* data;
+  size_t done;  // bytes of header + payload written so far
+  Deadline deadline;
+  P2PEngine::Completion callback;
+
+  size_t total() const { return sizeof(P2PHeader) + header.bytes; }
+};
+
+struct RecvRequest {
+  int peer;  // or kAnySource
+  int64_t tag;
+  char* data;
+  size_t bytes;
+  Deadline deadline;
+  P2PEngine::Completion callback;
+
+  bool matches(int from, int64_t message_tag) const {
+    return (peer == P2PEngine::kAnySource || peer == from) && tag == message_tag;
+  }
+};
+
+struct Arrived {
+  int64_t tag;
+  std::vector<char> payload;
+};
+
+std::exception_ptr error(TransportError::Kind kind, const std::string& what) {
+  return std::make_exception_ptr(TransportError(kind, what));
+}
+
+std::exception_ptr size_mismatch(int peer, int64_t tag, size_t expected, size_t got) {
+  return error(TransportError::Kind::Protocol,
+               "rank " + std::to_string(peer) + " sent " + std::to_string(got) +
+                   " bytes with tag " + std::to_string(tag) + ", but the receive expects " +
+                   std::to_string(expected));
+}
+
+// Receives bytes into `data`: how many, 0 when the socket has none now; throws when it closed.
+size_t read_some(int fd, int peer, void* data, size_t bytes) {
+  if (bytes == 0) return 0;
+  ssize_t n = ::recv(fd, data, bytes, MSG_DONTWAIT);
+  if (n > 0) return static_cast<size_t>(n);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+  throw TransportError(TransportError::Kind::PeerClosed,
+                       "rank " + std::to_string(peer) + " closed the connection" +
+                           (n < 0 ? std::string(": ") + std::strerror(errno) : ""));
+}
+
+}  // namespace
+
+// One peer's connection: the sends queued to it and the message arriving from it.
+struct Link {
+  Socket socket;
+  std::string failure;  // set once the link is unusable; requests on it then fail with it
+  std::deque<SendRequest> sends;
+
+  P2PHeader header{};
+  size_t header_done = 0;
+  bool in_payload = false;
+  std::optional<RecvRequest> matched;  // the receive the arriving payload goes into, or
+  std::vector<char> buffer;            // where it goes while nobody waits for it
+  bool discard = false;                // a payload whose receive failed: read and drop it
+  size_t payload_done = 0;
+  std::deque<Arrived> arrived;         // whole messages nobody has received yet
+};
+
+struct P2PEngine::State {
+  int rank;
+  std::vector<Link> links;
+  std::list<RecvRequest> posted;  // receives waiting for a message, in posting order
+  bool stopping = false;
+  std::string abort_reason;
+
+  std::mutex inbox_mutex;
+  std::vector<std::function<void(State&)>> inbox;
+
+  void fail_link(int peer, TransportError::Kind kind, const std::string& why);
+  void fail_all(TransportError::Kind kind, const std::string& why);
+  void add_send(int peer, SendRequest request);
+  void add_recv(RecvRequest request);
+  void progress_sends(int peer);
+  void progress_recv(int peer);
+  void finish_message(int peer);
+  void expire(Deadline now);
+  Deadline next_deadline() const;
+};
+
+void P2PEngine::State::fail_link(int peer, TransportError::Kind kind, const std::string& why) {
+  Link& link = links[peer];
+  if (!link.failure.empty()) return;
+  link.failure = why;
+  link.socket = Socket();
+  for (auto& send : link.sends) send.callback(error(kind, why), -1);
+  link.sends.clear();
+  if (link.matched) link.matched->callback(error(kind, why), peer);
+  link.matched.reset();
+  for (auto it = posted.begin(); it != posted.end();) {
+    if (it->peer == peer) {
+      it->callback(error(kind, why), peer);
+      it = posted.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void P2PEngine::State::fail_all(TransportError::Kind kind, const std::string& why) {
+  for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
+    if (peer != rank) fail_link(peer, kind, why);
+  }
+  for (auto& recv : posted) recv.callback(error(kind, why), recv.peer);
+  posted.clear();
+}
+
+void P2PEngine::State::add_send(int peer, SendRequest request) {
+  Link& link = links[peer];
+  if (!link.failure.empty()) {
+    request.callback(error(TransportError::Kind::PeerClosed, link.failure), -1);
+    return;
+  }
+  link.sends.push_back(std::move(request));
+}
+
+void P2PEngine::State::add_recv(RecvRequest request) {
+  // A message that already arrived matches first: earliest from one sender, in rank order across
+  // senders for a receive from any source.
+  for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
+    if (peer == rank || (request.peer != kAnySource && request.peer != peer)) continue;
+    auto& arrived = links[peer].arrived;
+    for (auto it = arrived.begin(); it != arrived.end(); ++it) {
+      if (!request.matches(peer, it->tag)) continue;
+      if (it->payload.size() != request.bytes) {
+        request.callback(size_mismatch(peer, it->tag, request.bytes, it->payload.size()), peer);
+      } else {
+        std::memcpy(request.data, it->payload.data(), request.bytes);
+        request.callback(nullptr, peer);
+      }
+      arrived.erase(it);
+      return;
+    }
+  }
+  if (request.peer != kAnySource && !links[request.peer].failure.empty()) {
+    request.callback(error(TransportError::Kind::PeerClosed, links[request.peer].failure),
+                     request.peer);
+    return;
+  }
+  posted.push_back(std::move(request));
+}
+
+void P2PEngine::State::progress_sends(int peer) {
+  Link& link = links[peer];
+  while (!link.sends.empty()) {
+    SendRequest& send = link.sends.front();
+    iovec iov[2];
+    int count = 0;
+    size_t payload_offset = 0;
+    if (send.done < sizeof(P2PHeader)) {
+      iov[count++] = {reinterpret_cast<char*>(&send.header) + send.done,
+                      sizeof(P2PHeader) - send.done};
+    } else {
+      payload_offset = send.done - sizeof(P2PHeader);
+    }
+    if (send.header.bytes > payload_offset) {
+      iov[count++] = {const_cast<char*>(send.data) + payload_offset,
+                      send.header.bytes - payload_offset};
+    }
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = count;
+    ssize_t n = ::sendmsg(link.socket.fd(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      fail_link(peer, TransportError::Kind::PeerClosed,
+                "rank " + std::to_string(peer) + " closed the connection: " + std::strerror(errno));
+      return;
+    }
+    send.done += static_cast<size_t>(n);
+    if (send.done < send.total()) return;
+    Completion callback = std::move(send.callback);
+    link.sends.pop_front();
+    callback(nullptr, -1);
+  }
+}
+
+void P2PEngine::State::progress_recv(int peer) {
+  Link& link = links[peer];
+  for (;;) {
+    if (!link.in_payload) {
+      size_t n = read_some(link.socket.fd(), peer, reinterpret_cast<char*>(&link.header) +
+                                                       link.header_done,
+                           sizeof(P2PHeader) - link.header_done);
+      if (n == 0) return;
+      link.header_done += n;
+      if (link.header_done < sizeof(P2PHeader)) continue;
+      if (link.header.magic != kP2PMagic) {
+        throw TransportError(TransportError::Kind::Protocol,
+                             "bad frame from rank " + std::to_string(peer));
+      }
+      link.in_payload = true;
+      link.payload_done = 0;
+      link.discard = false;
+      for (auto it = posted.begin(); it != posted.end(); ++it) {
+        if (!it->matches(peer, link.header.tag)) continue;
+        if (it->bytes == link.header.bytes) {
+          link.matched = std::move(*it);
+        } else {
+          it->callback(size_mismatch(peer, link.header.tag, it->bytes, link.header.bytes), peer);
+          link.discard = true;
+        }
+        posted.erase(it);
+        break;
+      }
+      if (!link.matched) link.buffer.resize(link.header.bytes);
+    }
+    char* target = link.matched ? link.matched->data : link.buffer.data();
+    size_t left = link.header.bytes - link.payload_done;
+    if (left > 0) {
+      size_t n = read_some(link.socket.fd(), peer, target + link.payload_done, left);
+      if (n == 0) return;
+      link.payload_done += n;
+      if (n < left) continue;
+    }
+    finish_message(peer);
+  }
+}
+
+void P2PEngine::State::finish_message(int peer) {
+  Link& link = links[peer];
+  link.in_payload = false;
+  link.header_done = 0;
+  if (link.matched) {
+    Completion callback = std::move(link.matched->callback);
+    link.matched.reset();
+    callback(nullptr, peer);
+    return;
+  }
+  std::vector<char> payload = std::move(link.buffer);
+  link.buffer = {};
+  if (link.discard) return;
+  // A receive may have been posted while the payload was arriving.
+  RecvRequest late{};
+  bool found = false;
+  for (auto it = posted.begin(); it != posted.end(); ++it) {
+    if (it->matches(peer, link.header.tag)) {
+      late = std::move(*it);
+      posted.erase(it);
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    link.arrived.push_back({link.header.tag, std::move(payload)});
+    return;
+  }
+  if (late.bytes != payload.size()) {
+    late.callback(size_mismatch(peer, link.header.tag, late.bytes, payload.size()), peer);
+    return;
+  }
+  std::memcpy(late.data, payload.data(), payload.size());
+  late.callback(nullptr, peer);
+}
+
+void P2PEngine::State::expire(Deadline now) {
+  for (auto it = posted.begin(); it != posted.end();) {
+    if (it->deadline > now) {
+      ++it;
+      continue;
+    }
+    std::string from = it->peer == kAnySource ? "any rank" : "rank " + std::to_string(it->peer);
+    it->callback(error(TransportError::Kind::Timeout,
+                       "no message with tag " + std::to_string(it->tag) + " arrived from " + from),
+                 it->peer);
+    it = posted.erase(it);
+  }
+  for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
+    Link& link = links[peer];
+    if (link.matched && link.matched->deadline <= now) {
+      // The rest of the payload still arrives; read it into the buffer and drop it.
+      link.matched->callback(error(TransportError::Kind::Timeout,
+                                   "rank " + std::to_string(peer) + " had sent only " +
+                                       std::to_string(link.payload_done) + " of " +
+                                       std::to_string(link.header.bytes) + " bytes"),
+                             peer);
+      link.matched.reset();
+      link.buffer.resize(link.header.bytes);
+      link.discard = true;
+    }
+    if (link.sends.empty()) continue;
+    if (link.sends.front().done > 0 && link.sends.front().deadline <= now) {
+      // Half a message is on the wire: the link cannot carry another one.
+      fail_link(peer, TransportError::Kind::Timeout,
+                "rank " + std::to_string(peer) + " did not take a message in time");
+      continue;
+    }
+    for (auto it = link.sends.begin(); it != link.sends.end();) {
+      if (it->done == 0 && it->deadline <= now) {
+        it->callback(error(TransportError::Kind::Timeout,
+                           "rank " + std::to_string(peer) + " did not receive in time"),
+                     -1);
+        it = link.sends.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+Deadline P2PEngine::State::next_deadline() const {
+  Deadline next = Deadline::max();
+  for (const auto& recv : posted) next = std::min(next, recv.deadline);
+  for (const auto& link : links) {
+    if (link.matched) next = std::min(next, link.matched->deadline);
+    for (const auto& send : link.sends) next = std::min(next, send.deadline);
+  }
+  return next;
+}
+
+P2PEngine::P2PEngine(int rank, int size, std::vector<Socket> links)
+    : state_(std::make_unique<State>()) {
+  state_->rank = rank;
+  state_->links.resize(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) state_->links[r].socket = std::move(links[r]);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    throw TransportError(TransportError::Kind::System,
+                         std::string("eventfd: ") + std::strerror(errno));
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+P2PEngine::~P2PEngine() {
+  post([](State& state) { state.stopping = true; });
+  thread_.join();
+  ::close(wake_fd_);
+}
+
+void P2PEngine::post(std::function<void(State&)> request) {
+  {
+    std::lock_guard<std::mutex> lock(state_->inbox_mutex);
+    state_->inbox.push_back(std::move(request));
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+}
+
+void P2PEngine::send(int peer, int64_t tag, const void* data, size_t bytes, Deadline deadline,
+                     Completion done) {
+  SendRequest request{{kP2PMagic, 0, tag, bytes}, static_cast<const char*>(data), 0, deadline,
+                      std::move(done)};
+  post([peer, request = std::move(request)](State& state) mutable {
+    state.add_send(peer, std::move(request));
+  });
+}
+
+void P2PEngine::recv(int peer, int64_t tag, void* data, size_t bytes, Deadline deadline,
+                     Completion done) {
+  RecvRequest request{peer, tag, static_cast<char*>(data), bytes, deadline, std::move(done)};
+  post([request = std::move(request)](State& state) mutable {
+    state.add_recv(std::move(request));
+  });
+}
+
+void P2PEngine::abort() {
+  post([](State& state) { state.abort_reason = "the communicator was aborted"; });
+}
+
+void P2PEngine::loop() {
+  State& state = *state_;
+  std::vector<pollfd> fds;
+  for (;;) {
+    std::vector<std::function<void(State&)>> requests;
+    {
+      std::lock_guard<std::mutex> lock(state.inbox_mutex);
+      requests.swap(state.inbox);
+    }
+    for (auto& request : requests) {
+      request(state);
+      if (!state.abort_reason.empty()) state.fail_all(TransportError::Kind::Aborted, state.abort_reason);
+    }
+    if (state.stopping) {
+      state.fail_all(TransportError::Kind::Aborted, "the backend was shut down");
+      return;
+    }
+
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    for (int peer = 0; peer < static_cast<int>(state.links.size()); ++peer) {
+      Link& link = state.links[peer];
+      if (!link.socket.valid()) continue;
+      try {
+        state.progress_sends(peer);
+        if (link.socket.valid()) state.progress_recv(peer);
+      } catch (const TransportError& e) {
+        state.fail_link(peer, e.kind(), e.what());
+      }
+      if (!link.socket.valid()) continue;
+      short events = POLLIN;
+      if (!link.sends.empty()) events |= POLLOUT;
+      fds.push_back({link.socket.fd(), events, 0});
+    }
+    state.expire(Clock::now());
+
+    Deadline next = state.next_deadline();
+    int timeout = next == Deadline::max() ? kMaxPollMillis
+                                          : std::min(millis_until(next) + 1, kMaxPollMillis);
+    if (::poll(fds.data(), fds.size(), timeout) > 0 && (fds[0].revents & POLLIN)) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
+    }
+  }
+}
+
+}  // namespace occl::transport

@@ -1,0 +1,55 @@
+// Point-to-point messages with tags, on links of their own, progressed by one thread.
+//
+// send/recv may be issued in any order on the two sides (a rank may post a receive before or
+// after the matching send arrives, and receives for different tags may be posted out of order),
+// so unlike collectives they cannot run one after another on the group's worker. Posting returns
+// at once; the engine's thread moves the bytes and calls the completion. A message matches the
+// earliest posted receive with its sender (or any sender) and tag; a message nobody waits for yet
+// is buffered until a receive for it is posted.
+#pragma once
+
+#include "socket.hpp"
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace occl::transport {
+
+class P2PEngine {
+ public:
+  // Called exactly once per request, on the engine's thread: nullptr or the error, and the rank
+  // the message came from (receives) or -1 (sends).
+  using Completion = std::function<void(std::exception_ptr, int source)>;
+  static constexpr int kAnySource = -1;
+
+  // links[r] is the connection to rank r (invalid for r == rank).
+  P2PEngine(int rank, int size, std::vector<Socket> links);
+  ~P2PEngine();  // fails what is still pending, then joins the thread
+  P2PEngine(const P2PEngine&) = delete;
+  P2PEngine& operator=(const P2PEngine&) = delete;
+
+  // `data` must stay valid until `done` runs.
+  void send(int peer, int64_t tag, const void* data, size_t bytes, Deadline deadline,
+            Completion done);
+  // `peer` may be kAnySource. A message of another size than `bytes` fails the receive.
+  void recv(int peer, int64_t tag, void* data, size_t bytes, Deadline deadline, Completion done);
+
+  // Fails every pending and future request. Thread-safe.
+  void abort();
+
+ private:
+  struct State;
+  void loop();
+  void post(std::function<void(State&)> request);
+
+  std::unique_ptr<State> state_;  // owned by the engine's thread, except its inbox
+  int wake_fd_;                   // an eventfd: new requests, abort or stop
+  std::thread thread_;
+};
+
+}  // namespace occl::transport
