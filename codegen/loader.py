@@ -329,7 +329,7 @@ def _parse_message(entry: _Entry, params: tuple[str, ...]) -> str:
 def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
     entry.expect_keys(
         required=("tier", "op_type", "description", "args", "checks", "result", "runtime"),
-        optional=("dispatch",),
+        optional=("dispatch", "examples"),
     )
     tier = entry.one_of("tier", model.TIERS, "tier")
     op_type = entry.identifier("op_type")
@@ -349,8 +349,19 @@ def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
             if "dispatch" in entry.mapping
             else "queued"
         ),
+        examples=_parse_examples(entry, args) if "examples" in entry.mapping else (),
         line=entry.line,
     )
+
+
+def _parse_examples(entry: _Entry, args: tuple[model.Arg, ...]) -> tuple[tuple[str, str], ...]:
+    """`examples: {ARG: PYTHON_EXPR}`: inputs the generated tests pass instead of the defaults."""
+    examples = entry.entry("examples")
+    for name in examples.mapping:
+        if _find_arg(args, name) is None:
+            problem = f"{name!r} is not an argument of the op (arguments: {_list(a.name for a in args)})"
+            raise examples.error(problem, name)
+    return tuple((name, examples.string(name)) for name in examples.mapping)
 
 
 def _parse_arg(entry: _Entry) -> model.Arg:

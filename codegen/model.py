@@ -104,6 +104,7 @@ class Op:
     result: str | None  # an argument name, or None for `none`
     runtime: str
     dispatch: str  # one of DISPATCHES
+    examples: tuple[tuple[str, str], ...]  # (argument, Python expression) for generated tests
     line: int
 
 

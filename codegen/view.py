@@ -252,7 +252,7 @@ def _op(spec: Spec, op: Op) -> OpView:
         runtime_call=f"::{ns}::{op.runtime}(ctx{', ' if names else ''}{names})",
         timeout=f"{options[0].name}.timeout" if options else "c10d::kUnsetTimeout",
         result=_result(op),
-        python_args=", ".join(_python_arg(a) for a in op.args),
+        python_args=", ".join(dict(op.examples).get(a.name, _python_arg(a)) for a in op.args),
         alone_skip_reason=(
             "a point-to-point op needs a peer" if op.dispatch == "posted" else None
         ),

@@ -153,13 +153,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
   [[maybe_unused]] const int rank = getRank();
   OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE_OR_SPARSE_COO(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
+  }
+  if (tensors[0].is_sparse()) {
+    OCCL_CHECK_REDUCE_OP_IS_SUM(kOp, "opts.reduceOp", (opts.reduceOp));
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLREDUCE, "occl:allreduce", tensors);
@@ -341,6 +344,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(std::vector
   runtime_->submit(
       Dispatch::Queued, kOp, opts.timeout,
       [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce_coalesced(ctx, tensors, opts); },
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  static constexpr const char* kOp = "occl.allreduce_sparse";
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_SPARSE_COO(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  OCCL_CHECK_REDUCE_OP_IS_SUM(kOp, "opts.reduceOp", (opts.reduceOp));
+  auto work = c10::make_intrusive<WorkOCCL>(
+      rank, c10d::OpType::_ALLREDUCE_SPARSE, "occl:allreduce_sparse", tensors);
+  runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout,
+      [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce_sparse(ctx, tensors, opts); },
       [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
   if (coalescing_) coalesced_.push_back(work);
   return work;

@@ -71,7 +71,7 @@ class ProcessGroupOCCL : public c10d::Backend {
   // Copies the root rank's tensor into the tensor of every other rank.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
 
-  // Reduces the tensor across all ranks in place; every rank ends with the result.
+  // Reduces the tensor across all ranks in place; every rank ends with the result. A sparse COO tensor is summed as allreduce_sparse does (torch.distributed.all_reduce sends sparse tensors here).
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
 
   // Every rank receives every rank's input, in rank order, in a list of outputs.
@@ -91,6 +91,9 @@ class ProcessGroupOCCL : public c10d::Backend {
 
   // Allreduces several tensors of one dtype as one operation.
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+
+  // Sums a sparse COO tensor across all ranks in place (indices of all ranks, duplicates summed).
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
 
   // Reduces the tensor across all ranks into the root's tensor; other ranks' tensors are left as they were.
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;

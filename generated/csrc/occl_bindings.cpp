@@ -14,7 +14,7 @@ PYBIND11_MODULE(_C, module) {
 
   module.attr("BACKEND_NAME") = "occl";
   module.attr("DEVICES") = py::make_tuple("cpu");
-  module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource");
+  module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "allreduce_sparse", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource");
 
   using Backend = occl::ProcessGroupOCCL;
   auto backend = py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(
@@ -69,6 +69,10 @@ PYBIND11_MODULE(_C, module) {
   }
   if (!py::hasattr(backend, "allreduce_coalesced")) {
     backend.def("allreduce_coalesced", &Backend::allreduce_coalesced,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allreduce_sparse")) {
+    backend.def("allreduce_sparse", &Backend::allreduce_sparse,
                 py::call_guard<py::gil_scoped_release>());
   }
   if (!py::hasattr(backend, "reduce")) {

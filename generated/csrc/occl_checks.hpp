@@ -57,6 +57,18 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 #define OCCL_CHECK_SAME_LENGTH(op, label, tensors, other, other_text) \
   TORCH_CHECK(tensors.size() == other.size(), op, ": ", label, " has ", (tensors.size()), " tensors, expected ", (other.size()), " (as many as ", other_text, ")")
 
+// sparse_coo: The tensor is a sparse COO tensor (dense tensors go through allreduce).
+#define OCCL_CHECK_SPARSE_COO(op, label, tensor) \
+  TORCH_CHECK(tensor.layout() == c10::kSparse, op, ": ", label, " has layout ", (tensor.layout()), ", expected a sparse COO tensor")
+
+// reduce_op_is_sum: The reduce op is SUM, the only one defined for sparse tensors.
+#define OCCL_CHECK_REDUCE_OP_IS_SUM(op, label, value) \
+  TORCH_CHECK(value == c10d::ReduceOp::SUM, op, ": ", label, " is ", (reduce_op_name(value)), ", expected SUM (the only reduce op for sparse tensors)")
+
+// dense_or_sparse_coo: The tensor is strided or sparse COO (allreduce sums sparse tensors too, as gloo does).
+#define OCCL_CHECK_DENSE_OR_SPARSE_COO(op, label, tensor) \
+  TORCH_CHECK(tensor.layout() == c10::kStrided || tensor.layout() == c10::kSparse, op, ": ", label, " has layout ", (tensor.layout()), ", expected a dense (strided) or sparse COO tensor")
+
 // dense: The tensor is strided; sparse and other layouts are rejected.
 #define OCCL_CHECK_DENSE(op, label, tensor) \
   TORCH_CHECK(tensor.layout() == c10::kStrided, op, ": ", label, " has layout ", (tensor.layout()), ", expected a dense (strided) tensor")

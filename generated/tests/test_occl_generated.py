@@ -2,7 +2,7 @@
 #
 # Checks, from the spec alone, that the built backend is what the spec declares: its name,
 # capabilities and options, and that every op runs in a group of one, where every output must
-# equal the input.
+# equal the input (make_tensor(), or what the op's `examples:` make).
 import datetime
 import importlib
 
@@ -14,7 +14,7 @@ import torch.distributed as dist
 extension = importlib.import_module("torch_occl._C")
 Backend = extension.ProcessGroupOCCL
 
-OPS = ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recv_anysource"]
+OPS = ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "allreduce_sparse", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recv_anysource"]
 
 
 def make_tensor():
@@ -30,7 +30,7 @@ def make_backend():
 def test_module_declares_the_spec():
     assert extension.BACKEND_NAME == "occl"
     assert list(extension.DEVICES) == ["cpu"]
-    assert list(extension.OPS) == ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource"]
+    assert list(extension.OPS) == ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "allreduce_sparse", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource"]
 
 
 def test_backend_name_and_capabilities():
@@ -56,10 +56,10 @@ def test_broadcast_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_allreduce_in_a_group_of_one():
@@ -70,10 +70,10 @@ def test_allreduce_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_allgather_in_a_group_of_one():
@@ -84,10 +84,10 @@ def test_allgather_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_allgather_base_in_a_group_of_one():
@@ -98,10 +98,10 @@ def test_allgather_base_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_reduce_scatter_in_a_group_of_one():
@@ -112,10 +112,10 @@ def test_reduce_scatter_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_reduce_scatter_base_in_a_group_of_one():
@@ -126,10 +126,10 @@ def test_reduce_scatter_base_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_barrier_in_a_group_of_one():
@@ -140,7 +140,7 @@ def test_barrier_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     assert work.get_future().value() == []
 
 
@@ -152,10 +152,24 @@ def test_allreduce_coalesced_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
+
+
+def test_allreduce_sparse_in_a_group_of_one():
+    backend = make_backend()
+    args = ([make_tensor().to_sparse()], c10d.AllreduceOptions(),)
+    work = backend.allreduce_sparse(*args)
+    assert work.wait()
+    assert work.is_completed() and work.is_success()
+    tensors = [t for arg in args for t in _tensors(arg)]
+    for tensor in tensors:
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
+    # The future holds the op's own output tensors, not copies.
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_reduce_in_a_group_of_one():
@@ -166,10 +180,10 @@ def test_reduce_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_allgather_coalesced_in_a_group_of_one():
@@ -180,10 +194,10 @@ def test_allgather_coalesced_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_allgather_into_tensor_coalesced_in_a_group_of_one():
@@ -194,10 +208,10 @@ def test_allgather_into_tensor_coalesced_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_gather_in_a_group_of_one():
@@ -208,10 +222,10 @@ def test_gather_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_scatter_in_a_group_of_one():
@@ -222,10 +236,10 @@ def test_scatter_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_reduce_scatter_tensor_coalesced_in_a_group_of_one():
@@ -236,10 +250,10 @@ def test_reduce_scatter_tensor_coalesced_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_alltoall_base_in_a_group_of_one():
@@ -250,10 +264,10 @@ def test_alltoall_base_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def test_alltoall_in_a_group_of_one():
@@ -264,10 +278,10 @@ def test_alltoall_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 @pytest.mark.skip(reason="a point-to-point op needs a peer")
@@ -279,10 +293,10 @@ def test_send_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 @pytest.mark.skip(reason="a point-to-point op needs a peer")
@@ -294,10 +308,10 @@ def test_recv_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 @pytest.mark.skip(reason="a point-to-point op needs a peer")
@@ -309,10 +323,10 @@ def test_recv_anysource_in_a_group_of_one():
     assert work.is_completed() and work.is_success()
     tensors = [t for arg in args for t in _tensors(arg)]
     for tensor in tensors:
-        torch.testing.assert_close(tensor, make_tensor())
+        torch.testing.assert_close(tensor.to_dense(), make_tensor())
     # The future holds the op's own output tensors, not copies.
-    expected = [t.data_ptr() for t in _tensors(args[0])]
-    assert [t.data_ptr() for t in work.get_future().value()] == expected
+    expected = [t._cdata for t in _tensors(args[0])]
+    assert [t._cdata for t in work.get_future().value()] == expected
 
 
 def _tensors(arg):

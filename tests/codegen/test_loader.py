@@ -94,7 +94,7 @@ BROKEN_SPECS = {
         "    runtime: all_gather\n",
         "    runtime: all_gather\n    foo: 1\n",
         "spec.yaml:71: ops.allgather: unknown key 'foo' (expected one of: args, checks, description, "
-        "dispatch, op_type, result, runtime, tier)",
+        "dispatch, examples, op_type, result, runtime, tier)",
     ),
     "duplicate key": (
         "    tier: extended\n",

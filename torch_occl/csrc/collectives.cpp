@@ -11,6 +11,8 @@
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/sparse_coo_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 #include <optional>
@@ -231,6 +233,7 @@ void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 void allreduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = tensors[0];
+  if (tensor.is_sparse()) return allreduce_sparse(ctx, tensors, opts);
   if (accumulation_dtype(tensor.scalar_type()) != tensor.scalar_type()) {
     return allreduce_copy(ctx, tensors, opts.reduceOp);
   }
@@ -348,6 +351,40 @@ void allgather_coalesced(OpContext& ctx,
   }
   algorithms::allgather(ctx.mesh, data_of(blocks), block * blocks.element_size(), ctx.deadline);
   for (int r = 0; r < ctx.size; ++r) copy_back(block_of(blocks, block, r), output_tensor_lists[r]);
+}
+
+// Every rank contributes a different number of entries: exchange the counts, then allgather
+// blocks padded to the largest count, and let coalesce() sum duplicate indices (the same way on
+// every rank, since every rank then holds the same entries in the same order).
+void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
+                      const c10d::AllreduceOptions&) {
+  const at::Tensor& tensor = tensors[0];
+  at::Tensor input = tensor.coalesce();
+  at::Tensor indices = input._indices();
+  at::Tensor values = input._values();
+  const int n = ctx.size;
+
+  at::Tensor counts = at::zeros({n}, at::kLong);
+  counts[ctx.rank] = indices.size(1);
+  algorithms::allgather(ctx.mesh, data_of(counts), sizeof(int64_t), ctx.deadline);
+  int64_t most = counts.max().item<int64_t>();
+
+  auto gather_padded = [&](const at::Tensor& mine, int64_t entry_dim) {
+    std::vector<int64_t> shape = mine.sizes().vec();
+    shape[entry_dim] = most;
+    shape.insert(shape.begin(), n);
+    at::Tensor blocks = at::zeros(shape, mine.options());
+    blocks.select(0, ctx.rank).narrow(entry_dim, 0, mine.size(entry_dim)).copy_(mine);
+    algorithms::allgather(ctx.mesh, data_of(blocks), bytes_of(blocks) / n, ctx.deadline);
+    std::vector<at::Tensor> parts;
+    for (int r = 0; r < n; ++r) {
+      parts.push_back(blocks.select(0, r).narrow(entry_dim, 0, counts[r].item<int64_t>()));
+    }
+    return at::cat(parts, entry_dim);
+  };
+  at::Tensor all_indices = gather_padded(indices, 1);
+  at::Tensor all_values = gather_padded(values, 0);
+  tensor.copy_(at::sparse_coo_tensor(all_indices, all_values, tensor.sizes()).coalesce());
 }
 
 void allgather_into_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,

@@ -123,6 +123,8 @@ void reduce_scatter_base(OpContext& ctx, const at::Tensor& output_tensor,
 void barrier(OpContext& ctx, const c10d::BarrierOptions& opts);
 void allreduce_coalesced(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                          const c10d::AllreduceCoalescedOptions& opts);
+void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
+                      const c10d::AllreduceOptions& opts);
 void reduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
             const c10d::ReduceOptions& opts);
 void allgather_coalesced(OpContext& ctx,
