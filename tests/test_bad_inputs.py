@@ -147,8 +147,28 @@ def case_allgather_meta_output():
     _be().allgather([out], [torch.zeros(4)], AllgatherOptions()).wait()
 
 
+def case_expanded_output():
+    dist.all_reduce(torch.zeros(1).expand(4))
+
+
+def case_alltoall_own_slice_mismatch():
+    # Both ranks would send themselves 2 rows but expect 1 back.
+    dist.all_to_all_single(torch.zeros(2), torch.zeros(4), output_split_sizes=[1, 1],
+                           input_split_sizes=[2, 2])
+
+
 # name -> (case function, exact occl message (prefix), gloo regex or None = gloo accepts it)
 CASES = {
+    "expanded_output": (
+        case_expanded_output,
+        "occl.allreduce: tensors[0] has elements that share memory (e.g. an expand()ed view), "
+        "expected a tensor results can be written into",
+        None),
+    "alltoall_own_slice_mismatch": (
+        case_alltoall_own_slice_mismatch,
+        "occl.alltoall_base: slice_bytes(output_split_sizes, output_tensor, rank, world_size) is 4,"
+        " expected 8 (= slice_bytes(input_split_sizes, input_tensor, rank, world_size))",
+        None),
     "meta_tensor": (
         case_meta_tensor,
         "occl.allreduce: tensors[0] is on device meta, expected one of: cpu",

@@ -135,6 +135,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tenso
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
   OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp, "opts.rootRank", (opts.rootRank));
   OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp, "opts.rootTensor", (opts.rootTensor));
   auto work = c10::make_intrusive<WorkOCCL>(
@@ -157,6 +160,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
@@ -197,6 +203,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(std::vector<std::vect
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
@@ -227,6 +238,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor& out
   OCCL_CHECK_DENSE(kOp, "output_tensor", (output_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp, "input_tensor", (input_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp, "output_tensor", (output_tensor));
+  OCCL_CHECK_WRITABLE(kOp, "output_tensor", (output_tensor));
   OCCL_CHECK_SAME_DTYPE(kOp, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_CHECK_NUMEL_EQUALS(kOp, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
   auto work = c10::make_intrusive<WorkOCCL>(
@@ -255,6 +267,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(std::vector<at::
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
@@ -294,6 +309,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(at::Tensor
   OCCL_CHECK_DENSE(kOp, "output_tensor", (output_tensor));
   OCCL_CHECK_DENSE(kOp, "input_tensor", (input_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp, "output_tensor", (output_tensor));
+  OCCL_CHECK_WRITABLE(kOp, "output_tensor", (output_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp, "input_tensor", (input_tensor));
   OCCL_CHECK_SAME_DTYPE(kOp, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
   OCCL_CHECK_NUMEL_EQUALS(kOp, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
@@ -332,6 +348,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(std::vector
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]), (tensors[0]), "tensors[0]");
@@ -382,6 +401,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor>&
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
   OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp, "opts.rootRank", (opts.rootRank));
   OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp, "opts.rootTensor", (opts.rootTensor));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
@@ -420,6 +442,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_coalesced(std::vector
   for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
       OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
+      OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
@@ -461,6 +488,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+  }
+  for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0]), "inputs[i0]");
@@ -511,6 +541,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(std::vector<std::vector<
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
       OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
     }
   }
@@ -540,6 +575,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(std::vector<at::Tensor>
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   if (rank == opts.rootRank) {
     OCCL_CHECK_SINGLE_ENTRY(kOp, "input_tensors", (input_tensors));
@@ -594,6 +632,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
   }
+  for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+  }
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("inputs", i0), (inputs[i0]));
   }
@@ -623,10 +664,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(at::Tensor& outpu
   OCCL_CHECK_DENSE(kOp, "output_tensor", (output_tensor));
   OCCL_CHECK_DENSE(kOp, "input_tensor", (input_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp, "output_tensor", (output_tensor));
+  OCCL_CHECK_WRITABLE(kOp, "output_tensor", (output_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp, "input_tensor", (input_tensor));
   OCCL_CHECK_SAME_DTYPE(kOp, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_CHECK_SPLIT_SIZES(kOp, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
   OCCL_CHECK_SPLIT_SIZES(kOp, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
+  OCCL_CHECK_EQUAL_VALUES(kOp, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLTOALL_BASE, "occl:alltoall_base", std::vector<at::Tensor>{output_tensor});
   runtime_->submit(
@@ -652,6 +695,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
@@ -661,6 +707,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
   }
+  OCCL_CHECK_EQUAL_VALUES(kOp, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLTOALL, "occl:alltoall", output_tensors);
   runtime_->submit(
@@ -704,6 +751,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>& t
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
   OCCL_CHECK_PEER_RANK(kOp, "src_rank", (src_rank));
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::RECV, "occl:recv", tensors);
@@ -725,6 +775,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(std::vector<at::T
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::RECVANYSOURCE, "occl:recvAnysource", tensors);

@@ -73,6 +73,14 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 #define OCCL_CHECK_DENSE(op, label, tensor) \
   TORCH_CHECK(tensor.layout() == c10::kStrided, op, ": ", label, " has layout ", (tensor.layout()), ", expected a dense (strided) tensor")
 
+// writable: Results can be written into the tensor, i.e. no two of its elements share memory (as in an expand()ed view).
+#define OCCL_CHECK_WRITABLE(op, label, tensor) \
+  TORCH_CHECK(!has_overlapping_elements(tensor), op, ": ", label, " has elements that share memory (e.g. an expand()ed view), expected a tensor results can be written into")
+
+// equal_values: Two quantities the op pairs up are equal.
+#define OCCL_CHECK_EQUAL_VALUES(op, label, value, expected, expected_text) \
+  TORCH_CHECK(value == (expected), op, ": ", label, " is ", (value), ", expected ", (expected), " (= ", expected_text, ")")
+
 // supported_device: The tensor lives on a device type listed in `backend.devices`.
 #define OCCL_CHECK_SUPPORTED_DEVICE(op, label, tensor) \
   TORCH_CHECK(is_supported_device(tensor.device().type()), op, ": ", label, " is on device ", (tensor.device()), ", expected one of: ", (kSupportedDevices))

@@ -9,6 +9,7 @@
 #include "kernels/reduce.hpp"
 #include "transport/p2p.hpp"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sparse_coo_tensor.h>
@@ -311,6 +312,18 @@ void barrier(OpContext& ctx, const c10d::BarrierOptions&) {
 
 namespace occl::runtime {
 
+bool has_overlapping_elements(const at::Tensor& tensor) {
+  // Only strided tensors can alias themselves; a sparse tensor's result replaces it whole.
+  return tensor.layout() == c10::kStrided &&
+         at::has_internal_overlap(tensor) == at::MemOverlap::Yes;
+}
+
+size_t slice_bytes(const std::vector<int64_t>& split_sizes, const at::Tensor& tensor, int index,
+                   int world_size) {
+  return static_cast<size_t>(rows_per_rank(split_sizes, tensor, world_size)[index]) *
+         row_bytes_of(tensor);
+}
+
 std::string split_sizes_unfit_reason(const std::vector<int64_t>& sizes, const at::Tensor& tensor,
                                      int world_size) {
   int64_t rows = tensor.dim() == 0 ? tensor.numel() : tensor.size(0);
@@ -359,7 +372,8 @@ void allgather_coalesced(OpContext& ctx,
 void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                       const c10d::AllreduceOptions&) {
   const at::Tensor& tensor = tensors[0];
-  at::Tensor input = tensor.coalesce();
+  // Duplicates are summed by coalesce(): in float32 for half types, like every other reduction.
+  at::Tensor input = tensor.to(accumulation_dtype(tensor.scalar_type())).coalesce();
   at::Tensor indices = input._indices();
   at::Tensor values = input._values();
   const int n = ctx.size;
@@ -384,7 +398,9 @@ void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
   };
   at::Tensor all_indices = gather_padded(indices, 1);
   at::Tensor all_values = gather_padded(values, 0);
-  tensor.copy_(at::sparse_coo_tensor(all_indices, all_values, tensor.sizes()).coalesce());
+  tensor.copy_(at::sparse_coo_tensor(all_indices, all_values, tensor.sizes())
+                   .coalesce()
+                   .to(tensor.scalar_type()));
 }
 
 void allgather_into_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
@@ -440,7 +456,9 @@ void scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
 void alltoall_base(OpContext& ctx, const at::Tensor& output_tensor,
                    const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
                    const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
-  at::Tensor input = input_tensor.contiguous();
+  // An output that shares memory with the input would overwrite slices not yet sent.
+  at::Tensor input = output_tensor.is_alias_of(input_tensor) ? input_tensor.clone(at::MemoryFormat::Contiguous)
+                                                             : input_tensor.contiguous();
   Staged output(output_tensor);
   algorithms::alltoall(
       ctx.mesh, static_cast<const char*>(data_of(input)),
@@ -484,7 +502,13 @@ void recv(OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank, 
   Staged staged(tensors[0]);
   ctx.p2p.recv(src_rank, tag, data_of(staged.buffer()), bytes_of(staged.buffer()), ctx.deadline,
                [staged, done = ctx.done](std::exception_ptr error, int source) {
-                 if (!error) staged.commit();
+                 if (!error) {
+                   try {
+                     staged.commit();
+                   } catch (...) {
+                     error = std::current_exception();
+                   }
+                 }
                  done(error, source);
                });
 }

@@ -6,6 +6,7 @@
 #include "work/executor.hpp"
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include <sstream>
 
@@ -17,6 +18,16 @@ std::exception_ptr backend_error(const std::string& message) {
     C10_THROW_ERROR(DistBackendError, message);
   } catch (...) {
     return std::current_exception();
+  }
+}
+
+// Completes an op. Its completion runs the Work's future callbacks (user code, for DDP comm
+// hooks): an exception there is logged, never allowed to end the worker or engine thread.
+void finish_op(const DoneFn& done, std::exception_ptr error, int source_rank) {
+  try {
+    done(error, source_rank);
+  } catch (const std::exception& e) {
+    LOG(ERROR) << "occl: a completion callback threw: " << e.what();
   }
 }
 
@@ -99,28 +110,37 @@ std::string failure_text(std::exception_ptr error, std::chrono::milliseconds tim
 void Runtime::execute(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,
                       const OpFn& run, const DoneFn& done) {
   if (!broken_.empty()) {
-    done(backend_error(describe_op(label, sequence) +
-                       "not run, the group failed earlier: " + broken_),
-         -1);
+    finish_op(done,
+              backend_error(describe_op(label, sequence) +
+                            "not run, the group failed earlier: " + broken_),
+              -1);
     return;
   }
   OpContext ctx{*mesh_, *p2p_, rank_, size_, transport::Clock::now() + timeout, nullptr};
   try {
     run(ctx);
-  } catch (...) {
+  } catch (const transport::TransportError&) {
     // A failed exchange leaves the links mid-message: nothing after it can be trusted.
     broken_ = describe_op(label, sequence) + failure_text(std::current_exception(), timeout);
-    done(backend_error(broken_), -1);
+    finish_op(done, backend_error(broken_), -1);
+    return;
+  } catch (...) {
+    // Failed before or after its messages (e.g. writing the result back): the links are fine.
+    finish_op(done,
+              backend_error(describe_op(label, sequence) +
+                            failure_text(std::current_exception(), timeout)),
+              -1);
     return;
   }
-  done(nullptr, -1);
+  finish_op(done, nullptr, -1);
 }
 
 void Runtime::post(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,
                    const OpFn& run, DoneFn done) {
   std::string prefix = describe_op(label, sequence);
   auto finish = [prefix, timeout, done = std::move(done)](std::exception_ptr error, int source) {
-    done(error ? backend_error(prefix + failure_text(error, timeout)) : nullptr, source);
+    finish_op(done, error ? backend_error(prefix + failure_text(error, timeout)) : nullptr,
+              source);
   };
   OpContext ctx{*mesh_, *p2p_, rank_, size_, transport::Clock::now() + timeout, finish};
   try {

@@ -100,11 +100,19 @@ const char* reduce_op_name(const c10d::ReduceOp& op);
 // nullptr when the kernels implement `op` for `dtype`, else the reason, for the error message.
 const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType dtype);
 
+// ---- Output tensors, used by the spec's writable check --------------------------------------
+// True when several elements of `tensor` share memory (e.g. an expand()ed view): results
+// cannot be written into it.
+bool has_overlapping_elements(const at::Tensor& tensor);
+
 // ---- Split sizes, used by the spec's split_sizes check ---------------------------------------
 // Empty when `sizes` splits `tensor` along dim 0 into world_size parts (empty `sizes`: equal
 // parts), else why not.
 std::string split_sizes_unfit_reason(const std::vector<int64_t>& sizes, const at::Tensor& tensor,
                                      int world_size);
+// The bytes of `tensor` that rank `index` sends or receives, for sizes that fit.
+size_t slice_bytes(const std::vector<int64_t>& split_sizes, const at::Tensor& tensor, int index,
+                   int world_size);
 
 // ---- One function per spec op (`runtime:` key) ----------------------------------------------
 void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,

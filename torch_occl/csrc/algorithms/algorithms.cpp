@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace occl::algorithms {
@@ -157,6 +158,11 @@ void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, siz
 void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
               const std::vector<Slice>& recv_slices, Deadline deadline) {
   const int r = mesh.rank();
+  if (send_slices[r].bytes != recv_slices[r].bytes) {
+    throw std::invalid_argument("alltoall: this rank sends itself " +
+                                std::to_string(send_slices[r].bytes) + " bytes but expects " +
+                                std::to_string(recv_slices[r].bytes));
+  }
   std::memcpy(recv + recv_slices[r].offset, send + send_slices[r].offset, send_slices[r].bytes);
   std::vector<transport::SendOp> sends;
   std::vector<transport::RecvOp> recvs;

@@ -160,14 +160,14 @@ void scale(void* data, size_t count, DType dtype, double factor) {
 }
 
 void divide(void* data, size_t count, DType dtype, int64_t divisor) {
-  if (is_floating(dtype)) return scale(data, count, dtype, 1.0 / static_cast<double>(divisor));
   if (dtype == DType::Bool) throw std::invalid_argument("division needs a numeric dtype");
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (std::is_integral_v<T>) {
-      T* values = static_cast<T*>(data);
-      for (size_t i = 0; i < count; ++i) values[i] = static_cast<T>(values[i] / divisor);
-    }
+    using A = Acc<T>;
+    T* values = static_cast<T*>(data);
+    // A true division, not a multiplication by 1/divisor, which can be off by one ulp.
+    const A d = static_cast<A>(divisor);
+    for (size_t i = 0; i < count; ++i) values[i] = static_cast<T>(static_cast<A>(values[i]) / d);
   });
 }
 

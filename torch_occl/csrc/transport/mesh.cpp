@@ -135,6 +135,7 @@ Mesh::Mesh(int rank, int size, std::vector<Socket> peers)
 Mesh::~Mesh() { ::close(abort_fd_); }
 
 void Mesh::abort() {
+  aborted_ = true;
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(abort_fd_, &one, sizeof(one));
 }
@@ -157,6 +158,7 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
 
   std::vector<pollfd> fds;
   for (;;) {
+    if (aborted_) throw TransportError(TransportError::Kind::Aborted, "the communicator was aborted");
     bool pending = false;
     bool moved = false;
     fds.clear();
@@ -181,9 +183,6 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
 
     int rc = ::poll(fds.data(), fds.size(), millis_until(deadline));
     if (rc < 0 && errno != EINTR) throw_io(rank_, "poll on", errno);
-    if (fds[0].revents & POLLIN) {
-      throw TransportError(TransportError::Kind::Aborted, "the communicator was aborted");
-    }
     if (rc == 0 && millis_until(deadline) == 0) {
       throw TransportError(TransportError::Kind::Timeout,
                            "still " + describe_pending(sends, recvs));

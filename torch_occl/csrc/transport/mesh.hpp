@@ -9,6 +9,7 @@
 
 #include "socket.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,7 +57,8 @@ class Mesh {
   int rank_;
   int size_;
   std::vector<Link> links_;
-  int abort_fd_;  // an eventfd that abort() makes readable, so poll() wakes up
+  std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
+  int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up
 };
 
 }  // namespace occl::transport

@@ -1,5 +1,7 @@
 #include "p2p.hpp"
 
+#include <c10/util/Logging.h>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -65,6 +67,18 @@ std::exception_ptr size_mismatch(int peer, int64_t tag, size_t expected, size_t 
                    std::to_string(expected));
 }
 
+// Calls a request's completion; an exception from it (a bug in a callback) must not end the
+// engine's thread, which serves every other request.
+void complete(const P2PEngine::Completion& callback, std::exception_ptr failure, int source) {
+  try {
+    callback(failure, source);
+  } catch (const std::exception& e) {
+    LOG(ERROR) << "occl: a point-to-point completion threw: " << e.what();
+  } catch (...) {
+    LOG(ERROR) << "occl: a point-to-point completion threw";
+  }
+}
+
 // Receives bytes into `data`: how many, 0 when the socket has none now; throws when it closed.
 size_t read_some(int fd, int peer, void* data, size_t bytes) {
   if (bytes == 0) return 0;
@@ -96,6 +110,7 @@ struct Link {
 
 struct P2PEngine::State {
   int rank;
+  int wake_fd;  // an eventfd: new requests, abort or stop
   std::vector<Link> links;
   std::list<RecvRequest> posted;  // receives waiting for a message, in posting order
   bool stopping = false;
@@ -113,20 +128,32 @@ struct P2PEngine::State {
   void finish_message(int peer);
   void expire(Deadline now);
   Deadline next_deadline() const;
+  bool every_link_failed() const;
+
+  ~State() { ::close(wake_fd); }
 };
+
+bool P2PEngine::State::every_link_failed() const {
+  for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
+    if (peer != rank && links[peer].failure.empty()) return false;
+  }
+  return true;
+}
 
 void P2PEngine::State::fail_link(int peer, TransportError::Kind kind, const std::string& why) {
   Link& link = links[peer];
   if (!link.failure.empty()) return;
   link.failure = why;
   link.socket = Socket();
-  for (auto& send : link.sends) send.callback(error(kind, why), -1);
+  for (auto& send : link.sends) complete(send.callback, error(kind, why), -1);
   link.sends.clear();
-  if (link.matched) link.matched->callback(error(kind, why), peer);
+  if (link.matched) complete(link.matched->callback, error(kind, why), peer);
   link.matched.reset();
+  // Receives from this peer fail now; receives from any source once no peer is left.
+  bool none_left = every_link_failed();
   for (auto it = posted.begin(); it != posted.end();) {
-    if (it->peer == peer) {
-      it->callback(error(kind, why), peer);
+    if (it->peer == peer || none_left) {
+      complete(it->callback, error(kind, why), it->peer);
       it = posted.erase(it);
     } else {
       ++it;
@@ -138,14 +165,14 @@ void P2PEngine::State::fail_all(TransportError::Kind kind, const std::string& wh
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
     if (peer != rank) fail_link(peer, kind, why);
   }
-  for (auto& recv : posted) recv.callback(error(kind, why), recv.peer);
+  for (auto& recv : posted) complete(recv.callback, error(kind, why), recv.peer);
   posted.clear();
 }
 
 void P2PEngine::State::add_send(int peer, SendRequest request) {
   Link& link = links[peer];
   if (!link.failure.empty()) {
-    request.callback(error(TransportError::Kind::PeerClosed, link.failure), -1);
+    complete(request.callback, error(TransportError::Kind::PeerClosed, link.failure), -1);
     return;
   }
   link.sends.push_back(std::move(request));
@@ -160,18 +187,25 @@ void P2PEngine::State::add_recv(RecvRequest request) {
     for (auto it = arrived.begin(); it != arrived.end(); ++it) {
       if (!request.matches(peer, it->tag)) continue;
       if (it->payload.size() != request.bytes) {
-        request.callback(size_mismatch(peer, it->tag, request.bytes, it->payload.size()), peer);
+        complete(request.callback,
+                 size_mismatch(peer, it->tag, request.bytes, it->payload.size()), peer);
       } else {
         std::memcpy(request.data, it->payload.data(), request.bytes);
-        request.callback(nullptr, peer);
+        complete(request.callback, nullptr, peer);
       }
       arrived.erase(it);
       return;
     }
   }
   if (request.peer != kAnySource && !links[request.peer].failure.empty()) {
-    request.callback(error(TransportError::Kind::PeerClosed, links[request.peer].failure),
-                     request.peer);
+    complete(request.callback,
+             error(TransportError::Kind::PeerClosed, links[request.peer].failure), request.peer);
+    return;
+  }
+  if (request.peer == kAnySource && links.size() > 1 && every_link_failed()) {
+    complete(request.callback,
+             error(TransportError::Kind::PeerClosed, "every other rank closed its connection"),
+             request.peer);
     return;
   }
   posted.push_back(std::move(request));
@@ -208,7 +242,7 @@ void P2PEngine::State::progress_sends(int peer) {
     if (send.done < send.total()) return;
     Completion callback = std::move(send.callback);
     link.sends.pop_front();
-    callback(nullptr, -1);
+    complete(callback, nullptr, -1);
   }
 }
 
@@ -234,7 +268,8 @@ void P2PEngine::State::progress_recv(int peer) {
         if (it->bytes == link.header.bytes) {
           link.matched = std::move(*it);
         } else {
-          it->callback(size_mismatch(peer, link.header.tag, it->bytes, link.header.bytes), peer);
+          complete(it->callback,
+                   size_mismatch(peer, link.header.tag, it->bytes, link.header.bytes), peer);
           link.discard = true;
         }
         posted.erase(it);
@@ -261,7 +296,7 @@ void P2PEngine::State::finish_message(int peer) {
   if (link.matched) {
     Completion callback = std::move(link.matched->callback);
     link.matched.reset();
-    callback(nullptr, peer);
+    complete(callback, nullptr, peer);
     return;
   }
   std::vector<char> payload = std::move(link.buffer);
@@ -283,11 +318,12 @@ void P2PEngine::State::finish_message(int peer) {
     return;
   }
   if (late.bytes != payload.size()) {
-    late.callback(size_mismatch(peer, link.header.tag, late.bytes, payload.size()), peer);
+    complete(late.callback, size_mismatch(peer, link.header.tag, late.bytes, payload.size()),
+             peer);
     return;
   }
   std::memcpy(late.data, payload.data(), payload.size());
-  late.callback(nullptr, peer);
+  complete(late.callback, nullptr, peer);
 }
 
 void P2PEngine::State::expire(Deadline now) {
@@ -297,20 +333,22 @@ void P2PEngine::State::expire(Deadline now) {
       continue;
     }
     std::string from = it->peer == kAnySource ? "any rank" : "rank " + std::to_string(it->peer);
-    it->callback(error(TransportError::Kind::Timeout,
-                       "no message with tag " + std::to_string(it->tag) + " arrived from " + from),
-                 it->peer);
+    complete(it->callback,
+             error(TransportError::Kind::Timeout,
+                   "no message with tag " + std::to_string(it->tag) + " arrived from " + from),
+             it->peer);
     it = posted.erase(it);
   }
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
     Link& link = links[peer];
     if (link.matched && link.matched->deadline <= now) {
       // The rest of the payload still arrives; read it into the buffer and drop it.
-      link.matched->callback(error(TransportError::Kind::Timeout,
-                                   "rank " + std::to_string(peer) + " had sent only " +
-                                       std::to_string(link.payload_done) + " of " +
-                                       std::to_string(link.header.bytes) + " bytes"),
-                             peer);
+      complete(link.matched->callback,
+               error(TransportError::Kind::Timeout,
+                     "rank " + std::to_string(peer) + " had sent only " +
+                         std::to_string(link.payload_done) + " of " +
+                         std::to_string(link.header.bytes) + " bytes"),
+               peer);
       link.matched.reset();
       link.buffer.resize(link.header.bytes);
       link.discard = true;
@@ -324,9 +362,10 @@ void P2PEngine::State::expire(Deadline now) {
     }
     for (auto it = link.sends.begin(); it != link.sends.end();) {
       if (it->done == 0 && it->deadline <= now) {
-        it->callback(error(TransportError::Kind::Timeout,
-                           "rank " + std::to_string(peer) + " did not receive in time"),
-                     -1);
+        complete(it->callback,
+                 error(TransportError::Kind::Timeout,
+                       "rank " + std::to_string(peer) + " did not receive in time"),
+                 -1);
         it = link.sends.erase(it);
       } else {
         ++it;
@@ -346,22 +385,25 @@ Deadline P2PEngine::State::next_deadline() const {
 }
 
 P2PEngine::P2PEngine(int rank, int size, std::vector<Socket> links)
-    : state_(std::make_unique<State>()) {
+    : state_(std::make_shared<State>()) {
   state_->rank = rank;
-  state_->links.resize(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) state_->links[r].socket = std::move(links[r]);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) {
+  state_->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (state_->wake_fd < 0) {
     throw TransportError(TransportError::Kind::System,
                          std::string("eventfd: ") + std::strerror(errno));
   }
-  thread_ = std::thread([this] { loop(); });
+  state_->links.resize(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) state_->links[r].socket = std::move(links[r]);
+  thread_ = std::thread(loop, state_);
 }
 
 P2PEngine::~P2PEngine() {
   post([](State& state) { state.stopping = true; });
-  thread_.join();
-  ::close(wake_fd_);
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // destroyed from a completion: the loop ends on its own after it
+  } else {
+    thread_.join();
+  }
 }
 
 void P2PEngine::post(std::function<void(State&)> request) {
@@ -370,7 +412,7 @@ void P2PEngine::post(std::function<void(State&)> request) {
     state_->inbox.push_back(std::move(request));
   }
   uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  [[maybe_unused]] ssize_t n = ::write(state_->wake_fd, &one, sizeof(one));
 }
 
 void P2PEngine::send(int peer, int64_t tag, const void* data, size_t bytes, Deadline deadline,
@@ -394,8 +436,8 @@ void P2PEngine::abort() {
   post([](State& state) { state.abort_reason = "the communicator was aborted"; });
 }
 
-void P2PEngine::loop() {
-  State& state = *state_;
+void P2PEngine::loop(std::shared_ptr<State> shared) {
+  State& state = *shared;
   std::vector<pollfd> fds;
   for (;;) {
     std::vector<std::function<void(State&)>> requests;
@@ -403,39 +445,41 @@ void P2PEngine::loop() {
       std::lock_guard<std::mutex> lock(state.inbox_mutex);
       requests.swap(state.inbox);
     }
-    for (auto& request : requests) {
-      request(state);
-      if (!state.abort_reason.empty()) state.fail_all(TransportError::Kind::Aborted, state.abort_reason);
+    for (auto& request : requests) request(state);
+    if (!state.abort_reason.empty()) {
+      state.fail_all(TransportError::Kind::Aborted, state.abort_reason);
     }
     if (state.stopping) {
       state.fail_all(TransportError::Kind::Aborted, "the backend was shut down");
       return;
     }
 
-    fds.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
     for (int peer = 0; peer < static_cast<int>(state.links.size()); ++peer) {
-      Link& link = state.links[peer];
-      if (!link.socket.valid()) continue;
+      if (!state.links[peer].socket.valid()) continue;
       try {
         state.progress_sends(peer);
-        if (link.socket.valid()) state.progress_recv(peer);
+        if (state.links[peer].socket.valid()) state.progress_recv(peer);
       } catch (const TransportError& e) {
         state.fail_link(peer, e.kind(), e.what());
+      } catch (const std::exception& e) {  // e.g. no memory for a huge unexpected message
+        state.fail_link(peer, TransportError::Kind::System, e.what());
       }
-      if (!link.socket.valid()) continue;
-      short events = POLLIN;
-      if (!link.sends.empty()) events |= POLLOUT;
-      fds.push_back({link.socket.fd(), events, 0});
     }
     state.expire(Clock::now());
 
+    fds.clear();
+    fds.push_back({state.wake_fd, POLLIN, 0});
+    for (const Link& link : state.links) {
+      if (!link.socket.valid()) continue;
+      short events = link.sends.empty() ? POLLIN : POLLIN | POLLOUT;
+      fds.push_back({link.socket.fd(), events, 0});
+    }
     Deadline next = state.next_deadline();
     int timeout = next == Deadline::max() ? kMaxPollMillis
                                           : std::min(millis_until(next) + 1, kMaxPollMillis);
     if (::poll(fds.data(), fds.size(), timeout) > 0 && (fds[0].revents & POLLIN)) {
       uint64_t count;
-      [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
+      [[maybe_unused]] ssize_t n = ::read(state.wake_fd, &count, sizeof(count));
     }
   }
 }

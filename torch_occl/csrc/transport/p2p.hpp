@@ -44,11 +44,12 @@ class P2PEngine {
 
  private:
   struct State;
-  void loop();
+  static void loop(std::shared_ptr<State> state);
   void post(std::function<void(State&)> request);
 
-  std::unique_ptr<State> state_;  // owned by the engine's thread, except its inbox
-  int wake_fd_;                   // an eventfd: new requests, abort or stop
+  // Shared with the engine's thread (which alone touches it, but for its inbox), so that an
+  // engine destroyed from one of its own completions does not pull the state from under it.
+  std::shared_ptr<State> state_;
   std::thread thread_;
 };
 

@@ -1,42 +1,60 @@
 #include "executor.hpp"
 
+#include <c10/util/Logging.h>
+
+#include <exception>
 #include <stdexcept>
 
 namespace occl::runtime {
 
-Executor::Executor() : worker_([this] { loop(); }) {}
+Executor::Executor() : queue_(std::make_shared<Queue>()), worker_(loop, queue_) {}
 
 Executor::~Executor() { stop(); }
 
 void Executor::submit(Task task) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_) throw std::runtime_error("the backend has been shut down");
-    queue_.push_back(std::move(task));
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    if (queue_->stopping) throw std::runtime_error("the backend has been shut down");
+    queue_->tasks.push_back(std::move(task));
   }
-  ready_.notify_one();
+  queue_->ready.notify_one();
 }
 
 void Executor::stop() {
+  std::lock_guard<std::mutex> stopping(stop_mutex_);
+  bool on_worker = worker_.get_id() == std::this_thread::get_id();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    queue_->stopping = true;
+    queue_->abandoned = queue_->abandoned || on_worker;
   }
-  ready_.notify_one();
-  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  queue_->ready.notify_one();
+  if (!worker_.joinable()) return;
+  if (on_worker) {
+    worker_.detach();
+  } else {
+    worker_.join();
+  }
 }
 
-void Executor::loop() {
+void Executor::loop(std::shared_ptr<Queue> queue) {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything queued has run
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock<std::mutex> lock(queue->mutex);
+      queue->ready.wait(lock, [&] { return queue->stopping || !queue->tasks.empty(); });
+      if (queue->abandoned || queue->tasks.empty()) return;  // stopping, and nothing left to run
+      task = std::move(queue->tasks.front());
+      queue->tasks.pop_front();
     }
-    task();
+    try {
+      task();
+    } catch (const std::exception& e) {
+      // Tasks report their own errors; this is a bug in a completion callback. Keep serving.
+      LOG(ERROR) << "occl: an op's completion threw: " << e.what();
+    } catch (...) {
+      LOG(ERROR) << "occl: an op's completion threw";
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -22,16 +23,24 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   void submit(Task task);
-  // Runs every queued task, then joins the worker. Later submits are rejected. Idempotent.
+  // Runs every queued task, then joins the worker; later submits are rejected. Idempotent and
+  // thread-safe. Called from a task itself (the backend's last reference dropped in a
+  // completion callback), it cannot join: the worker then drops what is queued and exits.
   void stop();
 
  private:
-  void loop();
+  // Shared with the worker thread, so it outlives an Executor destroyed from inside a task.
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<Task> tasks;
+    bool stopping = false;
+    bool abandoned = false;  // stopped from inside a task: exit without running the rest
+  };
+  static void loop(std::shared_ptr<Queue> queue);
 
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<Task> queue_;
-  bool stopping_ = false;
+  std::shared_ptr<Queue> queue_;
+  std::mutex stop_mutex_;  // serialises stop(): join() must not run twice
   std::thread worker_;
 };
 
