@@ -1,0 +1,28 @@
+"""The benchmark runs end to end at a tiny size and checks its own results (it is not a timing test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_bench_runs_every_op_and_checks_results(tmp_path):
+    report_file = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", "--max-bytes", "64", "--factor", "8",
+         "--rounds", "1", "--iters", "2", "--json", str(report_file)],
+        env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(report_file.read_text())
+    ops = {row["op"] for row in report["rows"]}
+    assert ops == {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
+                   "all_to_all_single", "barrier", "send_recv"}
+    assert all(row["wrong"] == 0 for row in report["rows"])
+    assert "speedup" in result.stdout
