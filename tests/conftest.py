@@ -30,6 +30,12 @@ if _TESTS_DIR not in sys.path:  # workers (spawned) inherit sys.path and import 
 from dist_harness import BACKEND, DistPool  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "torch_suite: PyTorch's own distributed_test suite run against occl "
+        "(tests/test_torch_suite.py; deselect with -m 'not torch_suite')")
+
+
 def pytest_report_header(config):
     return f"torch_occl multi-process tests: backend under test = {BACKEND!r} (OCCL_TEST_BACKEND)"
 

@@ -1,0 +1,335 @@
+"""Point-to-point: send/recv/isend/irecv (with tags), recv from any source, batch_isend_irecv.
+
+World sizes 2, 3, 4 (p2p needs a peer). Expected values are built on every rank from the
+deterministic inputs (test_collectives.make_values), never with the backend.
+
+occl's send/recv are `dispatch: posted` in the spec: they start at once on the caller's thread
+instead of queueing behind the group's collectives; test_p2p_not_queued_behind_collectives
+depends on that. occl advertises supports_coalescing, so dist.batch_isend_irecv goes through
+startCoalescing/endCoalescing (checked in test_batch_isend_irecv_ring).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from test_collectives import DTYPES, _run_batch, combo_status, fresh_output, make_values, place
+
+WORLD_SIZES = [2, 3, 4]
+RUN_TIMEOUT = 180
+CASES = [
+    ("contig", (0,)),
+    ("contig", (1,)),
+    ("contig", (1237,)),
+    ("strided", (37,)),
+    ("transposed", (12, 35)),
+]
+LARGE = 1_000_003
+# gloo (2.13) send/recv need contiguous tensors ("Tensors must be contiguous" / wrong data).
+GLOO_SKIPS = {"strided", "transposed"}
+
+
+def _cases(backend, dtype):
+    cases = [c for c in CASES if backend == "occl" or c[0] not in GLOO_SKIPS]
+    if dtype in (torch.float32, torch.int64):
+        cases.append(("contig", (LARGE,)))
+    return cases
+
+
+def _dtypes(backend):
+    return [d for d in DTYPES if combo_status(backend, None, d) != "skip"]
+
+
+def w_send_recv_pairs(rank, ws, backend):
+    """Blocking send/recv between every ordered pair, one pair at a time, every dtype and case.
+    Ranks outside the pair do nothing; the payload depends on (src, dst)."""
+
+    def body(fails):
+        for dtype in _dtypes(backend):
+            for layout, shape in _cases(backend, dtype):
+                for src in range(ws):
+                    for dst in range(ws):
+                        if src == dst or rank not in (src, dst):
+                            continue
+                        w = f"send/recv {dtype} {src}->{dst} {layout}{list(shape)}"
+                        payload = make_values(src, shape, dtype, "bits", f"p2p{dst}")
+                        try:
+                            if rank == src:
+                                t, g = place(payload, layout)
+                                dist.send(t, dst)
+                                fails.compare(f"{w} sent tensor (must be unchanged)", t,
+                                              payload, g)
+                            else:
+                                out, g = fresh_output(shape, dtype, layout)
+                                got = dist.recv(out, src)
+                                fails.compare(w, out, payload, g)
+                                if got != src:
+                                    fails.add(f"{w}: recv returned {got}, expected {src}")
+                        except Exception as e:  # noqa: BLE001
+                            fails.exception(w, e)
+    return _run_batch(rank, body)
+
+
+def w_isend_irecv_ring(rank, ws, backend):
+    """Every rank isends to the next and irecvs from the previous at once (all dtypes/cases);
+    the recv is posted before the send on odd ranks."""
+
+    def body(fails):
+        nxt, prv = (rank + 1) % ws, (rank - 1) % ws
+        for dtype in _dtypes(backend):
+            for layout, shape in _cases(backend, dtype):
+                w = f"isend/irecv ring {dtype} {layout}{list(shape)}"
+                mine = make_values(rank, shape, dtype, "bits", "ring")
+                expected = make_values(prv, shape, dtype, "bits", "ring")
+                t, tg = place(mine, layout)
+                out, og = fresh_output(shape, dtype, layout)
+                try:
+                    if rank % 2:
+                        rw = dist.irecv(out, prv)
+                        sw = dist.isend(t, nxt)
+                    else:
+                        sw = dist.isend(t, nxt)
+                        rw = dist.irecv(out, prv)
+                    rw.wait()
+                    sw.wait()
+                except Exception as e:  # noqa: BLE001
+                    fails.exception(w, e)
+                    continue
+                fails.compare(w, out, expected, og)
+                fails.compare(f"{w} sent tensor (must be unchanged)", t, mine, tg)
+    return _run_batch(rank, body)
+
+
+TAG_MODES = {
+    "isend": (("small isend", 10, False), ("large isend", 1 << 20, False)),
+    "blocking_send": (("small blocking send", 10, True),),
+}
+
+
+def w_tags_out_of_order(rank, ws, mode):
+    """Rank 0 sends tag 1 then tag 2 (then five messages with tag 7); rank 1 receives tag 2
+    first, then tag 1 (then the tag-7 messages, which arrive in order). Ranks >= 2 idle."""
+    problems = []
+    if rank > 1:
+        return problems
+    for label, n, blocking in TAG_MODES[mode]:
+        a = torch.full((n,), 1.0)
+        b = torch.full((n,), 2.0)
+        seq = [torch.full((n,), 10.0 + i) for i in range(5)]
+        if rank == 0:
+            if blocking:
+                dist.send(a, 1, tag=1)
+                dist.send(b, 1, tag=2)
+                for s in seq:
+                    dist.send(s, 1, tag=7)
+            else:
+                works = [dist.isend(a, 1, tag=1), dist.isend(b, 1, tag=2)]
+                works += [dist.isend(s, 1, tag=7) for s in seq]
+                for w in works:
+                    w.wait()
+        else:
+            rb = torch.zeros(n)
+            ra = torch.zeros(n)
+            dist.recv(rb, 0, tag=2)
+            dist.recv(ra, 0, tag=1)
+            if not torch.equal(rb, b):
+                problems.append(f"{label}: tag 2 received {rb[:3].tolist()}, expected 2.0")
+            if not torch.equal(ra, a):
+                problems.append(f"{label}: tag 1 received {ra[:3].tolist()}, expected 1.0")
+            for i in range(5):
+                r = torch.zeros(n)
+                dist.recv(r, 0, tag=7)
+                if not torch.equal(r, seq[i]):
+                    problems.append(f"{label}: tag 7 message #{i} is {r[0].item()}, expected "
+                                    f"{seq[i][0].item()} (same sender and tag must keep order)")
+    return problems
+
+
+def w_recv_any_source(rank, ws):
+    """Every rank but 0 sends its rank (in a tensor) to rank 0 with tag 3; rank 0 receives
+    ws - 1 times without naming a source: dist.recv returns the sender, which must match the
+    payload; every sender exactly once. Then the same with irecv + work._source_rank()."""
+    problems = []
+    n = 257
+    for round_ in ("recv", "irecv"):
+        if rank != 0:
+            if rank % 2:  # stagger the senders a little
+                time.sleep(0.05)
+            dist.send(torch.full((n,), float(rank * 10 + (round_ == "irecv"))), 0, tag=3)
+        else:
+            senders = []
+            for _ in range(ws - 1):
+                t = torch.zeros(n)
+                if round_ == "recv":
+                    src = dist.recv(t, tag=3)
+                else:
+                    work = dist.irecv(t, tag=3)
+                    work.wait()
+                    src = work._source_rank()
+                senders.append(src)
+                expected = float(src * 10 + (round_ == "irecv"))
+                if not torch.equal(t, torch.full((n,), expected)):
+                    problems.append(f"{round_} any source: from {src} got {t[:3].tolist()}, "
+                                    f"expected {expected}")
+            if sorted(senders) != list(range(1, ws)):
+                problems.append(f"{round_} any source: senders {senders}, expected each of "
+                                f"1..{ws - 1} once")
+        dist.barrier()
+    return problems
+
+
+def w_batch_ring(rank, ws, backend, nbytes, rounds, recv_first):
+    """One batch_isend_irecv per round: send to next (tag 0) and to previous (tag 1), receive
+    from previous (tag 0) and from next (tag 1), nbytes per message."""
+    problems = []
+    be = dist.group.WORLD._get_backend(torch.device("cpu"))
+    if backend == "occl" and not be.supports_coalescing:
+        problems.append("occl backend does not advertise supports_coalescing")
+    n = nbytes // 4
+    nxt, prv = (rank + 1) % ws, (rank - 1) % ws
+    for it in range(rounds):
+        to_next = torch.arange(n, dtype=torch.float32) + 1000 * rank + it
+        to_prev = -(torch.arange(n, dtype=torch.float32) + 1000 * rank + it)
+        from_prev = torch.zeros(n)
+        from_next = torch.zeros(n)
+        sends = [dist.P2POp(dist.isend, to_next, nxt, tag=0),
+                 dist.P2POp(dist.isend, to_prev, prv, tag=1)]
+        recvs = [dist.P2POp(dist.irecv, from_prev, prv, tag=0),
+                 dist.P2POp(dist.irecv, from_next, nxt, tag=1)]
+        reqs = dist.batch_isend_irecv(recvs + sends if recv_first else sends + recvs)
+        if backend == "occl" and len(reqs) != 1:
+            # The coalescing path returns the one Work of endCoalescing.
+            problems.append(f"round {it}: batch_isend_irecv returned {len(reqs)} works, "
+                            "expected 1 (startCoalescing/endCoalescing path)")
+        for r in reqs:
+            r.wait()
+        exp_prev = torch.arange(n, dtype=torch.float32) + 1000 * prv + it
+        exp_next = -(torch.arange(n, dtype=torch.float32) + 1000 * nxt + it)
+        if not torch.equal(from_prev, exp_prev):
+            problems.append(f"round {it}: from previous rank {prv}: {from_prev[:3].tolist()}, "
+                            f"expected {exp_prev[:3].tolist()}")
+        if not torch.equal(from_next, exp_next):
+            problems.append(f"round {it}: from next rank {nxt}: {from_next[:3].tolist()}, "
+                            f"expected {exp_next[:3].tolist()}")
+    return problems
+
+
+def w_batch_many_small(rank, ws):
+    """One batch with a message to and from every other rank, three tags each, mixed dtypes."""
+    problems = []
+    ops, checks = [], []
+    for peer in range(ws):
+        if peer == rank:
+            continue
+        for tag, dtype in ((0, torch.float32), (5, torch.int64), (9, torch.bfloat16)):
+            out = torch.zeros(17, dtype=dtype)
+            ops.append(dist.P2POp(dist.irecv, out, peer, tag=tag))
+            checks.append((peer, tag, out, make_values(peer, (17,), dtype, "bits",
+                                                       f"bms{rank}.{tag}")))
+            ops.append(dist.P2POp(dist.isend, make_values(rank, (17,), dtype, "bits",
+                                                          f"bms{peer}.{tag}"), peer, tag=tag))
+    for r in dist.batch_isend_irecv(ops):
+        r.wait()
+    for peer, tag, out, exp in checks:
+        if not torch.equal(out, exp):
+            problems.append(f"from {peer} tag {tag}: got {out[:3].tolist()}, "
+                            f"expected {exp[:3].tolist()}")
+    return problems
+
+
+def w_p2p_not_queued(rank, ws):
+    """Rank 1 posts an irecv, then joins an all_reduce, then waits for the recv; rank 0 joins
+    the all_reduce first and sends afterwards. A recv that blocked the group's collective queue
+    would deadlock here. Ranks >= 2 only join the all_reduce."""
+    payload = torch.arange(100_000, dtype=torch.float64)
+    t = torch.ones(8)
+    if rank == 1:
+        buf = torch.zeros(100_000, dtype=torch.float64)
+        work = dist.irecv(buf, 0, tag=4)
+        dist.all_reduce(t)
+        work.wait()
+        assert torch.equal(buf, payload), buf[:4]
+    elif rank == 0:
+        dist.all_reduce(t)
+        dist.send(payload, 1, tag=4)
+    else:
+        dist.all_reduce(t)
+    assert t.tolist() == [float(ws)] * 8, t
+    # And the other way round: a large isend still in flight while collectives run.
+    big = torch.arange(4_000_000, dtype=torch.float32)
+    if rank == 0:
+        work = dist.isend(big, 1, tag=6)
+        for _ in range(3):
+            dist.all_reduce(t)
+        work.wait()
+    elif rank == 1:
+        for _ in range(3):
+            dist.all_reduce(t)
+        got = torch.zeros_like(big)
+        dist.recv(got, 0, tag=6)
+        assert torch.equal(got, big)
+    else:
+        for _ in range(3):
+            dist.all_reduce(t)
+    return True
+
+
+@pytest.mark.parametrize("occl_pool", WORLD_SIZES, indirect=True, ids=lambda n: f"ws{n}")
+def test_send_recv_every_pair(occl_pool, backend):
+    problems = [p for per in occl_pool.run(w_send_recv_pairs, backend, timeout=RUN_TIMEOUT)
+                for p in per]
+    assert not problems, "\n".join(problems[:60])
+
+
+@pytest.mark.parametrize("occl_pool", WORLD_SIZES, indirect=True, ids=lambda n: f"ws{n}")
+def test_isend_irecv_ring(occl_pool, backend):
+    problems = [p for per in occl_pool.run(w_isend_irecv_ring, backend, timeout=RUN_TIMEOUT)
+                for p in per]
+    assert not problems, "\n".join(problems[:60])
+
+
+def test_tags_may_be_received_out_of_order(dist_pool):
+    """isend tag 1, isend tag 2 / recv tag 2, recv tag 1: both arrive intact."""
+    problems = [p for per in dist_pool(2).run(w_tags_out_of_order, "isend") for p in per]
+    assert not problems, "\n".join(problems)
+
+
+def test_tags_out_of_order_blocking_small_send(dist_pool, backend):
+    """Blocking dist.send of a small message (tag 1) returns before the receiver posts the
+    matching recv, which it does only after receiving tag 2. gloo cannot (its send completes
+    only once the peer posted the recv: 'Timed out waiting ... for send operation')."""
+    if backend != "occl":
+        pytest.skip("gloo's send is a rendezvous: this pattern deadlocks on gloo")
+    problems = [p for per in dist_pool(2).run(w_tags_out_of_order, "blocking_send")
+                for p in per]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("occl_pool", WORLD_SIZES, indirect=True, ids=lambda n: f"ws{n}")
+def test_recv_from_any_source(occl_pool):
+    problems = [p for per in occl_pool.run(w_recv_any_source) for p in per]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("recv_first", [False, True], ids=["sends_first", "recvs_first"])
+@pytest.mark.parametrize("occl_pool", WORLD_SIZES, indirect=True, ids=lambda n: f"ws{n}")
+def test_batch_isend_irecv_ring(occl_pool, backend, recv_first):
+    """4 MB messages both ways around the ring in one batch: must not deadlock."""
+    problems = [p for per in occl_pool.run(w_batch_ring, backend, 4 << 20, 3, recv_first,
+                                           timeout=120) for p in per]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("occl_pool", [2, 4], indirect=True, ids=lambda n: f"ws{n}")
+def test_batch_isend_irecv_many_small(occl_pool):
+    problems = [p for per in occl_pool.run(w_batch_many_small) for p in per]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("occl_pool", [2, 3], indirect=True, ids=lambda n: f"ws{n}")
+def test_p2p_not_queued_behind_collectives(occl_pool):
+    assert occl_pool.run(w_p2p_not_queued, timeout=60) == [True] * occl_pool.world_size
