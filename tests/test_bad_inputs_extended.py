@@ -104,6 +104,17 @@ def case_a2a_sparse_input(rank):
     _wait(_be().alltoall_base(_z(4), _z(4).to_sparse(), [], [], AllToAllOptions()))
 
 
+def case_a2a_own_slice_mismatch(rank):
+    # Rank r keeps slice r of its own input: 2 rows in, but room for 1 row out.
+    out_splits = [1, 3] if rank == 0 else [3, 1]
+    dist.all_to_all_single(_z(4), _z(4), output_split_sizes=out_splits,
+                           input_split_sizes=[2, 2])
+
+
+def case_a2a_expanded_output(rank):
+    dist.all_to_all_single(_z(1).expand(4), _z(4))
+
+
 # alltoall (dist.all_to_all)
 
 
@@ -114,6 +125,10 @@ def case_a2a_list_too_short(rank):
 def case_a2a_list_mixed_dtypes(rank):
     _wait(_pg().alltoall([_z(2), _z(2)], [_z(2), _z(2, dtype=torch.float64)],
                          AllToAllOptions()))
+
+
+def case_a2a_list_own_numel_mismatch(rank):
+    dist.all_to_all([_z(3), _z(3)], [_z(2), _z(2)])
 
 
 # gather
@@ -141,6 +156,10 @@ def case_gather_wrong_numel(rank):
 
 def case_gather_dst_out_of_range(rank):
     dist.gather(_z(4), None, dst=WS)
+
+
+def case_gather_expanded_output(rank):
+    dist.gather(_z(4), [_z(1).expand(4), _z(4)], dst=rank)
 
 
 def case_gather_meta_input(rank):
@@ -199,6 +218,10 @@ def case_send_two_tensors(rank):
 
 def case_recv_from_self(rank):
     dist.recv(_z(4), rank)
+
+
+def case_recv_into_expanded(rank):
+    dist.recv(_z(1).expand(4), 1 - rank)
 
 
 def case_recv_out_of_range(rank):
@@ -326,6 +349,21 @@ CASES = {
         case_a2a_sparse_input,
         "occl.alltoall_base: input_tensor has layout Sparse, expected a dense (strided) tensor",
         None),
+    "a2a_own_slice_mismatch": (
+        case_a2a_own_slice_mismatch,
+        "occl.alltoall_base: slice_bytes(output_split_sizes, output_tensor, rank, world_size) "
+        "is 4, expected 8 (= slice_bytes(input_split_sizes, input_tensor, rank, world_size))",
+        None),
+    "a2a_expanded_output": (
+        case_a2a_expanded_output,
+        "occl.alltoall_base: output_tensor has elements that share memory (e.g. an expand()ed "
+        "view), expected a tensor results can be written into",
+        None),
+    "a2a_list_own_numel_mismatch": (
+        case_a2a_list_own_numel_mismatch,
+        "occl.alltoall: output_tensors[rank].numel() is 3, expected 2 "
+        "(= input_tensors[rank].numel())",
+        None),
     "a2a_list_too_short": (
         case_a2a_list_too_short,
         "occl.alltoall: output_tensors has 1 entries, expected 2 (= world size)",
@@ -356,6 +394,11 @@ CASES = {
         case_gather_dst_out_of_range,
         "occl.gather: opts.rootRank is 2, expected a rank in [0, 2)",
         r"invalid root rank: 2"),
+    "gather_expanded_output": (
+        case_gather_expanded_output,
+        "occl.gather: output_tensors[0][0] has elements that share memory (e.g. an expand()ed "
+        "view), expected a tensor results can be written into",
+        None),
     "gather_meta_input": (
         case_gather_meta_input,
         "occl.gather: input_tensors[0] is on device meta, expected one of: cpu",
@@ -401,6 +444,11 @@ CASES = {
     "recv_from_self": (
         case_recv_from_self,
         "occl.recv: src_rank is {rank}, " + PEER,
+        None),
+    "recv_into_expanded": (
+        case_recv_into_expanded,
+        "occl.recv: tensors[0] has elements that share memory (e.g. an expand()ed view), "
+        "expected a tensor results can be written into",
         None),
     "recv_out_of_range": (
         case_recv_out_of_range,

@@ -398,12 +398,10 @@ P2PEngine::P2PEngine(int rank, int size, std::vector<Socket> links)
 }
 
 P2PEngine::~P2PEngine() {
+  // The thread fails what is pending and ends on its own. Not joined: dropping the tensors of
+  // those requests may wait for the GIL, which the thread destroying the engine may hold.
   post([](State& state) { state.stopping = true; });
-  if (thread_.get_id() == std::this_thread::get_id()) {
-    thread_.detach();  // destroyed from a completion: the loop ends on its own after it
-  } else {
-    thread_.join();
-  }
+  thread_.detach();
 }
 
 void P2PEngine::post(std::function<void(State&)> request) {

@@ -7,7 +7,11 @@
 
 namespace occl::runtime {
 
-Executor::Executor() : queue_(std::make_shared<Queue>()), worker_(loop, queue_) {}
+Executor::Executor() : queue_(std::make_shared<Queue>()) {
+  std::thread worker(loop, queue_);
+  worker_id_ = worker.get_id();
+  worker.detach();  // it owns its share of the queue; stop() waits for the work, not the thread
+}
 
 Executor::~Executor() { stop(); }
 
@@ -21,20 +25,13 @@ void Executor::submit(Task task) {
 }
 
 void Executor::stop() {
-  std::lock_guard<std::mutex> stopping(stop_mutex_);
-  bool on_worker = worker_.get_id() == std::this_thread::get_id();
-  {
-    std::lock_guard<std::mutex> lock(queue_->mutex);
-    queue_->stopping = true;
-    queue_->abandoned = queue_->abandoned || on_worker;
-  }
+  bool on_worker = worker_id_ == std::this_thread::get_id();
+  std::unique_lock<std::mutex> lock(queue_->mutex);
+  queue_->stopping = true;
+  queue_->abandoned = queue_->abandoned || on_worker;
   queue_->ready.notify_one();
-  if (!worker_.joinable()) return;
-  if (on_worker) {
-    worker_.detach();
-  } else {
-    worker_.join();
-  }
+  if (on_worker) return;
+  queue_->idle.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
 }
 
 void Executor::loop(std::shared_ptr<Queue> queue) {
@@ -43,9 +40,14 @@ void Executor::loop(std::shared_ptr<Queue> queue) {
     {
       std::unique_lock<std::mutex> lock(queue->mutex);
       queue->ready.wait(lock, [&] { return queue->stopping || !queue->tasks.empty(); });
-      if (queue->abandoned || queue->tasks.empty()) return;  // stopping, and nothing left to run
+      if (queue->abandoned || queue->tasks.empty()) {  // stopping, and nothing left to run
+        queue->tasks.clear();
+        queue->idle.notify_all();
+        return;
+      }
       task = std::move(queue->tasks.front());
       queue->tasks.pop_front();
+      queue->running = true;
     }
     try {
       task();
@@ -55,6 +57,12 @@ void Executor::loop(std::shared_ptr<Queue> queue) {
     } catch (...) {
       LOG(ERROR) << "occl: an op's completion threw";
     }
+    {
+      std::lock_guard<std::mutex> lock(queue->mutex);
+      queue->running = false;
+    }
+    queue->idle.notify_all();
+    task = nullptr;  // after reporting idle: dropping the op's tensors may wait for the GIL
   }
 }
 

@@ -23,9 +23,11 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   void submit(Task task);
-  // Runs every queued task, then joins the worker; later submits are rejected. Idempotent and
-  // thread-safe. Called from a task itself (the backend's last reference dropped in a
-  // completion callback), it cannot join: the worker then drops what is queued and exits.
+  // Runs every queued task and returns once the last has run; later submits are rejected.
+  // Idempotent and thread-safe. It does not wait for the worker to release the last task's
+  // captures: dropping tensors may take the GIL, which the thread calling stop() (Python
+  // freeing the backend) may hold. The worker then exits on its own. Called from a task itself
+  // (the backend's last reference dropped in a completion), the worker drops what is queued.
   void stop();
 
  private:
@@ -33,15 +35,16 @@ class Executor {
   struct Queue {
     std::mutex mutex;
     std::condition_variable ready;
+    std::condition_variable idle;  // signalled when a task has run
     std::deque<Task> tasks;
+    bool running = false;    // a task is running
     bool stopping = false;
     bool abandoned = false;  // stopped from inside a task: exit without running the rest
   };
   static void loop(std::shared_ptr<Queue> queue);
 
   std::shared_ptr<Queue> queue_;
-  std::mutex stop_mutex_;  // serialises stop(): join() must not run twice
-  std::thread worker_;
+  std::thread::id worker_id_;
 };
 
 }  // namespace occl::runtime
