@@ -48,17 +48,9 @@ from torch._C._distributed_c10d import (
     ScatterOptions,
 )
 
-WS = 2  # the messages below are written for world size 2
-ERRORS = (RuntimeError, ValueError)
-
-
-def _pg():
-    return dist.distributed_c10d._get_default_group()
-
-
-def _be():
-    """The occl (or gloo) c10d::Backend object itself, below the ProcessGroup dispatcher."""
-    return _pg()._get_backend(torch.device("cpu"))
+# World size, accepted errors and the ways to reach the group and its backend, as for the
+# minimal tier's bad inputs.
+from test_bad_inputs import ERRORS, WS, _be, _pg  # noqa: E402
 
 
 def _wait(work):
