@@ -307,9 +307,14 @@ def w_error_raised_at_call(rank, ws, backend):
          lambda: dist.broadcast(torch.zeros(4), src=ws, async_op=True),
          f"occl.broadcast: opts.rootRank is {ws}, expected a rank in [0, {ws})"),
     ]
-    for _, call, msg in bad:
+    return raise_at_call_and_group_still_works([(call, msg) for _, call, msg in bad], ws)
+
+
+def raise_at_call_and_group_still_works(bad_calls, ws):
+    """Each (call, message): the call raises at once (no .wait()); then a good all_reduce works."""
+    for call, msg in bad_calls:
         with pytest.raises(ERRORS, match=re.escape(msg)):
-            call()  # no .wait(): the error must come from the call itself
+            call()
     t = torch.ones(2)
     dist.all_reduce(t)
     assert t.tolist() == [float(ws)] * 2

@@ -50,7 +50,13 @@ from torch._C._distributed_c10d import (
 
 # World size, accepted errors and the ways to reach the group and its backend, as for the
 # minimal tier's bad inputs.
-from test_bad_inputs import ERRORS, WS, _be, _pg  # noqa: E402
+from test_bad_inputs import (  # noqa: E402
+    ERRORS,
+    WS,
+    _be,
+    _pg,
+    raise_at_call_and_group_still_works,
+)
 
 
 def _wait(work):
@@ -570,13 +576,7 @@ def w_error_raised_at_call(rank, ws):
         (lambda: dist.all_gather_coalesced([[_z(4)], [_z(5)]], [_z(4)], async_op=True),
          "occl.allgather_coalesced: output_tensor_lists[1][0] has 5 elements, expected 4"),
     ]
-    for call, msg in bad:
-        with pytest.raises(ERRORS, match=re.escape(msg)):
-            call()  # no .wait(): the error must come from the call itself
-    t = torch.ones(2)
-    dist.all_reduce(t)
-    assert t.tolist() == [float(ws)] * 2
-    return True
+    return raise_at_call_and_group_still_works(bad, ws)
 
 
 def test_error_raised_at_call(dist_pool, backend):

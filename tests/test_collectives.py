@@ -685,6 +685,16 @@ def w_barrier(rank, ws, backend):
     return _run_batch(rank, body)
 
 
+def run_and_assert_no_failures(pool, worker, what, *args):
+    """Runs a batched worker on every rank; each returns its list of failure descriptions."""
+    results = pool.run(worker, *args, timeout=RUN_TIMEOUT)
+    failures = [f for per_rank in results for f in per_rank]
+    assert not failures, (
+        f"{len(failures)} failures in {what} at world size {pool.world_size}:\n"
+        + "\n".join(failures[:60])
+    )
+
+
 WORKERS = {
     "all_reduce": w_all_reduce,
     "broadcast": w_broadcast,
@@ -699,12 +709,7 @@ WORKERS = {
 @pytest.mark.parametrize("collective", list(WORKERS))
 @pytest.mark.parametrize("occl_pool", WORLD_SIZES, indirect=True, ids=lambda n: f"ws{n}")
 def test_collective(occl_pool, collective, backend):
-    results = occl_pool.run(WORKERS[collective], backend, timeout=RUN_TIMEOUT)
-    failures = [f for per_rank in results for f in per_rank]
-    assert not failures, (
-        f"{len(failures)} failures in {collective} at world size {occl_pool.world_size}:\n"
-        + "\n".join(failures[:60])
-    )
+    run_and_assert_no_failures(occl_pool, WORKERS[collective], collective, backend)
 
 
 # occl sends every buffer to every rank for all_reduce up to OCCL_DIRECT_ALLREDUCE_MAX_BYTES

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from test_collectives import (
+    CASES,
     DTYPES,
     LARGE,
     REDUCE_OPS,
@@ -41,20 +42,13 @@ from test_collectives import (
     make_values,
     place,
     reduce_expected,
+    run_and_assert_no_failures,
     value_kind,
 )
 
 WORLD_SIZES = [1, 2, 3, 4]
 RUN_TIMEOUT = 180
 
-# (layout, logical shape), as in test_collectives.CASES: empty, one element, odd, non-contiguous.
-CASES = [
-    ("contig", (0,)),
-    ("contig", (1,)),
-    ("contig", (1237,)),
-    ("strided", (37,)),
-    ("transposed", (12, 35)),
-]
 # (dtype, reduce op) combinations that also run at LARGE (~1e6) elements.
 LARGE_REDUCE_COMBOS = {
     (torch.float32, "SUM"),
@@ -464,12 +458,7 @@ WORKERS = {
 @pytest.mark.parametrize("collective", list(WORKERS))
 @pytest.mark.parametrize("occl_pool", WORLD_SIZES, indirect=True, ids=lambda n: f"ws{n}")
 def test_extended_collective(occl_pool, collective, backend):
-    results = occl_pool.run(WORKERS[collective], backend, timeout=RUN_TIMEOUT)
-    failures = [f for per_rank in results for f in per_rank]
-    assert not failures, (
-        f"{len(failures)} failures in {collective} at world size {occl_pool.world_size}:\n"
-        + "\n".join(failures[:60])
-    )
+    run_and_assert_no_failures(occl_pool, WORKERS[collective], collective, backend)
 
 
 # ---------------------------------------------------------------------------------------------

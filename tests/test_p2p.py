@@ -17,17 +17,18 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from test_collectives import DTYPES, _run_batch, combo_status, fresh_output, make_values, place
+from test_collectives import (
+    CASES,
+    DTYPES,
+    _run_batch,
+    combo_status,
+    fresh_output,
+    make_values,
+    place,
+)
 
 WORLD_SIZES = [2, 3, 4]
 RUN_TIMEOUT = 180
-CASES = [
-    ("contig", (0,)),
-    ("contig", (1,)),
-    ("contig", (1237,)),
-    ("strided", (37,)),
-    ("transposed", (12, 35)),
-]
 LARGE = 1_000_003
 # gloo (2.13) send/recv need contiguous tensors ("Tensors must be contiguous" / wrong data).
 GLOO_SKIPS = {"strided", "transposed"}
