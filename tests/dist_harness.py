@@ -161,7 +161,9 @@ class DistPool:
         group_timeout: float = DEFAULT_GROUP_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         env: dict | None = None,
+        rank_env: dict[int, dict] | None = None,
     ):
+        """`env` goes to every worker's environment, `rank_env[r]` to rank r's on top of it."""
         self.world_size = world_size
         self.backend = backend
         self.group_timeout = group_timeout
@@ -179,8 +181,8 @@ class DistPool:
                 parent_conn, child_conn = ctx.Pipe(duplex=True)
                 p = ctx.Process(
                     target=_worker_main,
-                    args=(rank, world_size, backend, init_file, group_timeout, worker_env,
-                          child_conn),
+                    args=(rank, world_size, backend, init_file, group_timeout,
+                          {**worker_env, **(rank_env or {}).get(rank, {})}, child_conn),
                     name=f"distpool-{backend}-{world_size}-rank{rank}",
                     daemon=True,
                 )
@@ -269,20 +271,31 @@ class DistPool:
 
     # -- public API ------------------------------------------------------------------------
 
-    def run(self, fn, *args, timeout: float = 60):
-        """Run `fn(rank, world_size, *args)` on every rank; return the per-rank results."""
+    def _send_task(self, fn, args):
         if not self.alive:
             raise RuntimeError("DistPool is closed or was discarded after a failure")
         self._seq += 1
-        seq = self._seq
-        name = getattr(fn, "__qualname__", repr(fn))
-        ref = _fn_ref(fn)
         try:
             for conn in self._conns:
-                conn.send(("run", seq, ref, args))
+                conn.send(("run", self._seq, _fn_ref(fn), args))
         except OSError as e:  # a worker is gone
             self._kill()
+            name = getattr(fn, "__qualname__", repr(fn))
             raise AssertionError(f"{name}: could not reach a worker of {self!r}: {e}") from e
+        return self._seq
+
+    def run_tolerating_deaths(self, fn, *args, timeout: float = 60):
+        """Like run(), for tasks in which ranks may die: {rank: reply} where reply is
+        ("ok", seq, result), ("error", seq, traceback) or ("died", message). The pool is
+        closed afterwards."""
+        replies = self._collect(timeout, seq=self._send_task(fn, args))
+        self._kill()
+        return replies
+
+    def run(self, fn, *args, timeout: float = 60):
+        """Run `fn(rank, world_size, *args)` on every rank; return the per-rank results."""
+        name = getattr(fn, "__qualname__", repr(fn))
+        seq = self._send_task(fn, args)
         replies = self._collect(timeout, seq=seq,
                                 grace_after_error=self.group_timeout + 5)
         missing = [r for r in range(self.world_size) if r not in replies]

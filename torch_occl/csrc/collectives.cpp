@@ -7,7 +7,9 @@
 
 #include "algorithms/algorithms.hpp"
 #include "kernels/reduce.hpp"
+#include "transport/mesh.hpp"
 #include "transport/p2p.hpp"
+#include "tuning.hpp"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/cat.h>
@@ -184,6 +186,36 @@ size_t row_bytes_of(const at::Tensor& t) {
   return bytes_of(t) / static_cast<size_t>(t.size(0));
 }
 
+std::string dtype_label(at::ScalarType type) {
+  auto dtype = kernel_dtype(type);
+  return dtype ? kernels::dtype_name(*dtype) : c10::toString(type);
+}
+
+// The first step of every collective: all ranks check that they run the same one (see
+// transport::OpSignature). `count` is what must match on every rank (-1: nothing), `root` -1
+// for ops without one.
+void agree(OpContext& ctx, const std::string& dtype, int64_t count, int64_t root = -1) {
+  if (ctx.size == 1 || !Tuning::get().check_signatures) return;
+  std::string op = ctx.label;
+  op = op.substr(op.find('.') + 1);  // "occl.allreduce" -> "allreduce"
+  ctx.mesh.agree({op, dtype, count, root, ctx.sequence}, ctx.deadline);
+}
+
+void agree(OpContext& ctx, const at::Tensor& tensor, int64_t count, int64_t root = -1) {
+  agree(ctx, dtype_label(tensor.scalar_type()), count, root);
+}
+
+int64_t total_numel(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  return total;
+}
+
+void allreduce_sparse_tensor(OpContext& ctx, const at::Tensor& tensor);
+void allgather_into(OpContext& ctx, const at::Tensor& output_tensor, const at::Tensor& input_tensor);
+void reduce_scatter_into(OpContext& ctx, const at::Tensor& output_tensor,
+                         const at::Tensor& input_tensor, const c10d::ReduceOp& op);
+
 }  // namespace
 
 const char* reduce_op_name(const c10d::ReduceOp& op) {
@@ -225,6 +257,7 @@ const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarTyp
 
 void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::BroadcastOptions& opts) {
+  agree(ctx, tensors[0], tensors[0].numel(), opts.rootRank);
   Staged staged(tensors[0]);
   algorithms::broadcast(ctx.mesh, data_of(staged.buffer()), bytes_of(staged.buffer()),
                         static_cast<int>(opts.rootRank), ctx.deadline);
@@ -234,7 +267,8 @@ void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 void allreduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = tensors[0];
-  if (tensor.is_sparse()) return allreduce_sparse(ctx, tensors, opts);
+  agree(ctx, tensor, tensor.numel());
+  if (tensor.is_sparse()) return allreduce_sparse_tensor(ctx, tensor);
   if (accumulation_dtype(tensor.scalar_type()) != tensor.scalar_type()) {
     return allreduce_copy(ctx, tensors, opts.reduceOp);
   }
@@ -245,11 +279,13 @@ void allreduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 
 void allreduce_coalesced(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                          const c10d::AllreduceCoalescedOptions& opts) {
+  agree(ctx, tensors[0], total_numel(tensors));
   allreduce_copy(ctx, tensors, opts.reduceOp);
 }
 
 void reduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
             const c10d::ReduceOptions& opts) {
+  agree(ctx, tensors[0], total_numel(tensors), opts.rootRank);
   // A private copy on every rank: non-root tensors must come out as they went in.
   at::Tensor flat = accumulation_copy(tensors);
   ReducePlan p = plan(opts.reduceOp, flat.scalar_type());
@@ -265,6 +301,7 @@ void reduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 void allgather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
                const std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions&) {
   const at::Tensor& input = input_tensors[0];
+  agree(ctx, input, input.numel());
   int64_t block = input.numel();
   at::Tensor blocks = at::empty({block * ctx.size}, input.options());
   block_of(blocks, block, ctx.rank).view(input.sizes()).copy_(input);
@@ -277,6 +314,13 @@ void allgather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& outpu
 
 void allgather_base(OpContext& ctx, const at::Tensor& output_tensor,
                     const at::Tensor& input_tensor, const c10d::AllgatherOptions&) {
+  agree(ctx, input_tensor, input_tensor.numel());
+  allgather_into(ctx, output_tensor, input_tensor);
+}
+
+namespace {
+
+void allgather_into(OpContext& ctx, const at::Tensor& output_tensor, const at::Tensor& input_tensor) {
   Staged staged(output_tensor);
   int64_t block = input_tensor.numel();
   at::Tensor blocks = staged.buffer().view({-1});
@@ -286,10 +330,22 @@ void allgather_base(OpContext& ctx, const at::Tensor& output_tensor,
   staged.commit();
 }
 
+void reduce_scatter_into(OpContext& ctx, const at::Tensor& output_tensor,
+                         const at::Tensor& input_tensor, const c10d::ReduceOp& op) {
+  int64_t block = output_tensor.numel();
+  // A private copy: the ring uses the input's blocks as scratch, and the input must not change.
+  at::Tensor blocks = accumulation_copy({input_tensor});
+  reduce_scatter_blocks(ctx, blocks, block, op);
+  output_tensor.copy_(block_of(blocks, block, ctx.rank).view(output_tensor.sizes()));
+}
+
+}  // namespace
+
 void reduce_scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
                     const std::vector<std::vector<at::Tensor>>& input_tensors,
                     const c10d::ReduceScatterOptions& opts) {
   const at::Tensor& output = output_tensors[0];
+  agree(ctx, output, output.numel());
   at::Tensor blocks = accumulation_copy(input_tensors[0]);
   reduce_scatter_blocks(ctx, blocks, output.numel(), opts.reduceOp);
   output.copy_(block_of(blocks, output.numel(), ctx.rank).view(output.sizes()));
@@ -297,14 +353,12 @@ void reduce_scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensor
 
 void reduce_scatter_base(OpContext& ctx, const at::Tensor& output_tensor,
                          const at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
-  int64_t block = output_tensor.numel();
-  // A private copy: the ring uses the input's blocks as scratch, and the input must not change.
-  at::Tensor blocks = accumulation_copy({input_tensor});
-  reduce_scatter_blocks(ctx, blocks, block, opts.reduceOp);
-  output_tensor.copy_(block_of(blocks, block, ctx.rank).view(output_tensor.sizes()));
+  agree(ctx, output_tensor, output_tensor.numel());
+  reduce_scatter_into(ctx, output_tensor, input_tensor, opts.reduceOp);
 }
 
 void barrier(OpContext& ctx, const c10d::BarrierOptions&) {
+  agree(ctx, "", -1);
   algorithms::barrier(ctx.mesh, ctx.deadline);
 }
 
@@ -354,8 +408,8 @@ void allgather_coalesced(OpContext& ctx,
                          const std::vector<at::Tensor>& input_tensors,
                          const c10d::AllgatherOptions&) {
   // All inputs travel as one block per rank: this rank's inputs, flattened and concatenated.
-  int64_t block = 0;
-  for (const auto& t : input_tensors) block += t.numel();
+  int64_t block = total_numel(input_tensors);
+  agree(ctx, input_tensors[0], block);
   at::Tensor blocks = at::empty({block * ctx.size}, input_tensors[0].options());
   int64_t offset = block * ctx.rank;
   for (const auto& t : input_tensors) {
@@ -371,7 +425,13 @@ void allgather_coalesced(OpContext& ctx,
 // every rank, since every rank then holds the same entries in the same order).
 void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                       const c10d::AllreduceOptions&) {
-  const at::Tensor& tensor = tensors[0];
+  agree(ctx, tensors[0], tensors[0].numel());
+  allreduce_sparse_tensor(ctx, tensors[0]);
+}
+
+namespace {
+
+void allreduce_sparse_tensor(OpContext& ctx, const at::Tensor& tensor) {
   // Duplicates are summed by coalesce(): in float32 for half types, like every other reduction.
   at::Tensor input = tensor.to(accumulation_dtype(tensor.scalar_type())).coalesce();
   at::Tensor indices = input._indices();
@@ -403,23 +463,28 @@ void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                    .to(tensor.scalar_type()));
 }
 
+}  // namespace
+
 void allgather_into_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
                                      const std::vector<at::Tensor>& inputs,
-                                     const c10d::AllgatherOptions& opts) {
-  for (size_t i = 0; i < outputs.size(); ++i) allgather_base(ctx, outputs[i], inputs[i], opts);
+                                     const c10d::AllgatherOptions&) {
+  agree(ctx, inputs[0], total_numel(inputs));
+  for (size_t i = 0; i < outputs.size(); ++i) allgather_into(ctx, outputs[i], inputs[i]);
 }
 
 void reduce_scatter_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
                                      const std::vector<at::Tensor>& inputs,
                                      const c10d::ReduceScatterOptions& opts) {
+  agree(ctx, outputs[0], total_numel(outputs));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    reduce_scatter_base(ctx, outputs[i], inputs[i], opts);
+    reduce_scatter_into(ctx, outputs[i], inputs[i], opts.reduceOp);
   }
 }
 
 void gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
             const std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
   int root = static_cast<int>(opts.rootRank);
+  agree(ctx, input_tensors[0], input_tensors[0].numel(), root);
   at::Tensor input = input_tensors[0].contiguous();
   if (ctx.rank != root) {
     return algorithms::gather(ctx.mesh, data_of(input), {}, bytes_of(input), root, ctx.deadline);
@@ -439,6 +504,7 @@ void scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
              const std::vector<std::vector<at::Tensor>>& input_tensors,
              const c10d::ScatterOptions& opts) {
   int root = static_cast<int>(opts.rootRank);
+  agree(ctx, output_tensors[0], output_tensors[0].numel(), root);
   Staged output(output_tensors[0]);
   std::vector<at::Tensor> inputs;  // contiguous, alive until the sends are done
   std::vector<const void*> blocks;
@@ -456,6 +522,7 @@ void scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
 void alltoall_base(OpContext& ctx, const at::Tensor& output_tensor,
                    const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
                    const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+  agree(ctx, input_tensor, -1);  // split sizes may differ from rank to rank
   // An output that shares memory with the input would overwrite slices not yet sent.
   at::Tensor input = output_tensor.is_alias_of(input_tensor) ? input_tensor.clone(at::MemoryFormat::Contiguous)
                                                              : input_tensor.contiguous();
@@ -472,6 +539,7 @@ void alltoall_base(OpContext& ctx, const at::Tensor& output_tensor,
 
 void alltoall(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
               const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions&) {
+  agree(ctx, input_tensors[0], -1);  // tensor sizes may differ from rank to rank
   // Every peer's tensor travels as a slice of one flat buffer each way.
   auto flat_slices = [](const std::vector<at::Tensor>& tensors) {
     std::vector<int64_t> numels;

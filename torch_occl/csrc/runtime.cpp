@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 
+#include "tuning.hpp"
 #include "transport/bootstrap.hpp"
 #include "transport/mesh.hpp"
 #include "transport/p2p.hpp"
@@ -37,11 +38,14 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
     : rank_(rank), size_(size), config_(std::move(config)) {
   try {
     // Collectives and point-to-point messages travel on links of their own: p2p messages arrive
-    // in any order and must never sit in the way of a collective's frames.
-    mesh_ = std::make_unique<transport::Mesh>(
-        rank, size,
-        transport::connect_group(store, rank, size,
-                                 {config_.bind_address, config_.timeout, "collective"}));
+    // in any order and must never sit in the way of a collective's frames. Collectives between
+    // ranks on one host go through shared memory; their sockets then only signal liveness.
+    auto sockets = transport::connect_group(store, rank, size,
+                                            {config_.bind_address, config_.timeout, "collective"});
+    auto shm = transport::connect_shared_memory(
+        store, rank, size,
+        {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes, config_.timeout});
+    mesh_ = std::make_unique<transport::Mesh>(rank, size, std::move(sockets), std::move(shm));
     p2p_ = std::make_unique<transport::P2PEngine>(
         rank, size,
         transport::connect_group(store, rank, size, {config_.bind_address, config_.timeout, "p2p"}));
@@ -55,9 +59,11 @@ Runtime::~Runtime() { shutdown(); }
 
 void Runtime::submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout,
                      OpFn run, DoneFn done) {
-  uint64_t sequence = next_sequence_++;
   if (timeout == c10d::kUnsetTimeout) timeout = config_.timeout;
-  if (dispatch == Dispatch::Posted) return post(label, sequence, timeout, run, std::move(done));
+  if (dispatch == Dispatch::Posted) {
+    return post(label, p2p_submitted_++, timeout, run, std::move(done));
+  }
+  uint64_t sequence = collectives_submitted_++;
   try {
     executor_->submit([this, label, sequence, timeout, run = std::move(run),
                        done = std::move(done)] { execute(label, sequence, timeout, run, done); });
@@ -66,12 +72,22 @@ void Runtime::submit(Dispatch dispatch, const char* label, std::chrono::millisec
   }
 }
 
-void Runtime::shutdown() { executor_->stop(); }
+void Runtime::shutdown() {
+  // Once no op runs, the collective links (sockets and the shared-memory region) go at once:
+  // Python may keep the backend object alive long after destroy_process_group().
+  if (executor_->stop()) {
+    std::lock_guard<std::mutex> lock(mesh_mutex_);
+    mesh_.reset();
+  }
+}
 
 void Runtime::abort() {
-  mesh_->abort();
+  {
+    std::lock_guard<std::mutex> lock(mesh_mutex_);
+    if (mesh_) mesh_->abort();
+  }
   p2p_->abort();
-  executor_->stop();
+  shutdown();
 }
 
 std::string Runtime::describe_group() const {
@@ -116,7 +132,8 @@ void Runtime::execute(const char* label, uint64_t sequence, std::chrono::millise
               -1);
     return;
   }
-  OpContext ctx{*mesh_, *p2p_, rank_, size_, transport::Clock::now() + timeout, nullptr};
+  OpContext ctx{*mesh_, *p2p_, rank_, size_, label, sequence, transport::Clock::now() + timeout,
+                nullptr};
   try {
     run(ctx);
   } catch (const transport::TransportError&) {
@@ -142,7 +159,8 @@ void Runtime::post(const char* label, uint64_t sequence, std::chrono::millisecon
     finish_op(done, error ? backend_error(prefix + failure_text(error, timeout)) : nullptr,
               source);
   };
-  OpContext ctx{*mesh_, *p2p_, rank_, size_, transport::Clock::now() + timeout, finish};
+  OpContext ctx{*mesh_, *p2p_, rank_, size_, label, sequence, transport::Clock::now() + timeout,
+                finish};
   try {
     run(ctx);
   } catch (...) {

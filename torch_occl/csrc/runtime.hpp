@@ -15,6 +15,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ struct OpContext {
   transport::P2PEngine& p2p;    // point-to-point links, used by posted ops
   int rank;
   int size;
+  const char* label;            // "occl.allreduce"
+  uint64_t sequence;            // the op's index among the group's collectives (or p2p ops)
   transport::Deadline deadline;
   DoneFn done;  // posted ops only: must end up called exactly once (the engine calls it)
 };
@@ -70,7 +73,8 @@ class Runtime {
   void submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout, OpFn run,
               DoneFn done);
 
-  // Lets queued ops finish (each within its own timeout), then stops the worker. Idempotent.
+  // Lets queued ops finish (each within its own timeout), stops the worker and closes the
+  // collective links. Idempotent.
   void shutdown();
   // Fails the running op and every queued one at once, then stops the worker. Idempotent.
   void abort();
@@ -88,9 +92,13 @@ class Runtime {
   int rank_;
   int size_;
   Config config_;
+  std::mutex mesh_mutex_;  // abort() may come from any thread while shutdown() releases mesh_
   std::unique_ptr<transport::Mesh> mesh_;
   std::unique_ptr<transport::P2PEngine> p2p_;
-  std::atomic<uint64_t> next_sequence_{0};  // ops submitted so far, names them in errors
+  // Ops submitted so far, each kind counted on its own: they name ops in errors, and collectives
+  // must have the same numbers on every rank (see transport::OpSignature).
+  std::atomic<uint64_t> collectives_submitted_{0};
+  std::atomic<uint64_t> p2p_submitted_{0};
   std::string broken_;               // first transport failure; later ops fail fast with it
   std::unique_ptr<Executor> executor_;
 };

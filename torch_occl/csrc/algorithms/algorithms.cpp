@@ -2,7 +2,8 @@
 
 #include "ring.hpp"
 
-#include <cstdlib>
+#include "../tuning.hpp"
+
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -10,11 +11,6 @@
 
 namespace occl::algorithms {
 namespace {
-
-size_t env_size(const char* name, size_t fallback) {
-  const char* value = std::getenv(name);
-  return value ? std::stoull(value) : fallback;
-}
 
 // Folds every rank's contribution in rank order, so every rank that does it gets the same bits:
 // slots[r] holds rank r's contribution except slots[own], whose contribution is `data`.
@@ -51,16 +47,6 @@ bool is_small(size_t count, Reduction reduction) {
 }
 
 }  // namespace
-
-const Tuning& Tuning::get() {
-  static const Tuning tuning = [] {
-    Tuning t;
-    t.direct_allreduce_max_bytes =
-        env_size("OCCL_DIRECT_ALLREDUCE_MAX_BYTES", t.direct_allreduce_max_bytes);
-    return t;
-  }();
-  return tuning;
-}
 
 void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadline deadline) {
   const int n = mesh.size();

@@ -2,7 +2,7 @@
 //
 // This layer knows nothing of tensors or c10d: it moves and reduces contiguous memory through a
 // transport::Mesh and the reduction kernels. The runtime (collectives.cpp) stages tensors into
-// such buffers. Which algorithm runs for which size is decided here, from `Tuning`.
+// such buffers. Which algorithm runs for which size is decided here, from occl::Tuning.
 #pragma once
 
 #include "../kernels/reduce.hpp"
@@ -15,15 +15,6 @@ namespace occl::algorithms {
 
 using transport::Deadline;
 using transport::Mesh;
-
-// Size thresholds that pick an algorithm. Read once from the environment (see README, "Tuning").
-struct Tuning {
-  // allreduce up to this many bytes: every rank sends its buffer to every other and reduces
-  // locally (one round trip); above it: ring reduce-scatter + ring allgather (bandwidth-optimal).
-  size_t direct_allreduce_max_bytes = 64 * 1024;
-
-  static const Tuning& get();
-};
 
 struct Reduction {
   kernels::DType dtype;

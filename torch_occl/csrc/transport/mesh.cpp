@@ -1,19 +1,25 @@
 #include "mesh.hpp"
 
+#include "../tuning.hpp"
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 namespace occl::transport {
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x4f43434c;  // "OCCL"
+// How often a rank asleep on its doorbell looks at its shared-memory peers' sockets.
+constexpr int kLivenessCheckMs = 50;
 
 struct FrameHeader {
   uint32_t magic;
@@ -22,8 +28,82 @@ struct FrameHeader {
   uint64_t bytes;     // payload size
 };
 
+[[noreturn]] void throw_io(int peer, const char* what, int err) {
+  throw TransportError(TransportError::Kind::System,
+                       std::string(what) + " rank " + std::to_string(peer) + ": " +
+                           std::strerror(err));
+}
+
+[[noreturn]] void throw_closed(int peer, const char* how = "closed") {
+  throw TransportError(TransportError::Kind::PeerClosed,
+                       "rank " + std::to_string(peer) + " " + how + " the connection");
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Bytes moved through a ring from or into up to two iovecs.
+size_t ring_write(ByteRing& ring, const iovec* iov, int count) {
+  size_t moved = 0;
+  for (int i = 0; i < count; ++i) {
+    size_t n = ring.write_some(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    moved += n;
+    if (n < iov[i].iov_len) break;
+  }
+  return moved;
+}
+
+size_t ring_read(ByteRing& ring, const iovec* iov, int count) {
+  size_t moved = 0;
+  for (int i = 0; i < count; ++i) {
+    size_t n = ring.read_some(static_cast<char*>(iov[i].iov_base), iov[i].iov_len);
+    moved += n;
+    if (n < iov[i].iov_len) break;
+  }
+  return moved;
+}
+
+size_t socket_write(int fd, int peer, iovec* iov, int count) {
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = count;
+  ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n >= 0) return static_cast<size_t>(n);
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+  if (errno == EPIPE || errno == ECONNRESET) throw_closed(peer);
+  throw_io(peer, "sending to", errno);
+}
+
+size_t socket_read(int fd, int peer, iovec* iov, int count) {
+  ssize_t n = ::readv(fd, iov, count);
+  if (n == 0) throw_closed(peer);
+  if (n > 0) return static_cast<size_t>(n);
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+  if (errno == ECONNRESET) throw_closed(peer, "reset");
+  throw_io(peer, "receiving from", errno);
+}
+
+void check_header(const FrameHeader& h, int peer, size_t expected_bytes, uint64_t expected_sequence) {
+  if (h.magic == kFrameMagic && h.sequence == expected_sequence && h.bytes == expected_bytes) return;
+  std::ostringstream msg;
+  msg << "bad frame from rank " << peer << ": expected message #" << expected_sequence << " of "
+      << expected_bytes << " bytes, got ";
+  if (h.magic != kFrameMagic) {
+    msg << "a frame with a wrong magic number";
+  } else {
+    msg << "message #" << h.sequence << " of " << h.bytes << " bytes";
+  }
+  msg << " (do the ranks call the same collectives with the same sizes?)";
+  throw TransportError(TransportError::Kind::Protocol, msg.str());
+}
+
+}  // namespace
+
 // One direction of one message in flight: header then payload, `done` bytes of both so far.
-struct Transfer {
+struct Mesh::Transfer {
   int peer;
   char* payload;
   size_t bytes;
@@ -48,71 +128,114 @@ struct Transfer {
   }
 };
 
-[[noreturn]] void throw_io(int peer, const char* what, int err) {
-  throw TransportError(TransportError::Kind::System,
-                       std::string(what) + " rank " + std::to_string(peer) + ": " +
-                           std::strerror(err));
-}
+// What one pass over the pending transfers did and what it still waits for.
+struct Mesh::Pass {
+  bool moved = false;
+  bool pending = false;
+  bool waits_on_tcp = false;
+  bool waits_on_shm = false;
+  std::vector<pollfd> fds;  // for poll(): the abort eventfd, then the TCP links still pending
+  std::vector<int> bells;   // shared-memory peers to wake because this pass moved their bytes
+};
 
-// One non-blocking attempt; true when bytes moved.
-bool progress_send(int fd, Transfer& t) {
-  iovec iov[2];
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = t.pending_iov(iov);
-  ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n >= 0) {
-    t.done += static_cast<size_t>(n);
-    return n > 0;
-  }
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
-  if (errno == EPIPE || errno == ECONNRESET) {
-    throw TransportError(TransportError::Kind::PeerClosed,
-                         "rank " + std::to_string(t.peer) + " closed the connection");
-  }
-  throw_io(t.peer, "sending to", errno);
-}
-
-// `next_sequence` is the link's count of received messages; a valid header advances it.
-bool progress_recv(int fd, Transfer& t, uint64_t& next_sequence) {
-  iovec iov[2];
-  ssize_t n = ::readv(fd, iov, t.pending_iov(iov));
-  if (n == 0) {
-    throw TransportError(TransportError::Kind::PeerClosed,
-                         "rank " + std::to_string(t.peer) + " closed the connection");
-  }
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
-    if (errno == ECONNRESET) {
-      throw TransportError(TransportError::Kind::PeerClosed,
-                           "rank " + std::to_string(t.peer) + " reset the connection");
+Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLinks> shm)
+    : rank_(rank), size_(size), links_(static_cast<size_t>(size)), shm_(std::move(shm)) {
+  for (int r = 0; r < size; ++r) {
+    links_[r].socket = std::move(peers[r]);
+    if (shm_ && r != rank && shm_->reaches(r)) {
+      links_[r].out = &shm_->to(r);
+      links_[r].in = &shm_->from(r);
     }
-    throw_io(t.peer, "receiving from", errno);
   }
-  t.done += static_cast<size_t>(n);
-  if (!t.header_checked && t.done >= sizeof(FrameHeader)) {
-    const FrameHeader& h = t.header;
-    if (h.magic != kFrameMagic || h.sequence != next_sequence || h.bytes != t.bytes) {
-      std::ostringstream msg;
-      msg << "bad frame from rank " << t.peer << ": expected message #" << next_sequence
-          << " of " << t.bytes << " bytes, got ";
-      if (h.magic != kFrameMagic) {
-        msg << "a frame with a wrong magic number";
-      } else {
-        msg << "message #" << h.sequence << " of " << h.bytes << " bytes";
-      }
-      msg << " (do the ranks call the same collectives with the same sizes?)";
-      throw TransportError(TransportError::Kind::Protocol, msg.str());
-    }
-    t.header_checked = true;
-    ++next_sequence;
-  }
-  return true;
+  abort_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (abort_fd_ < 0) throw_io(rank, "eventfd for", errno);
+  const bool oversubscribed =
+      shm_ && shm_->local_ranks().size() > std::max(1u, std::thread::hardware_concurrency());
+  spin_passes_ = oversubscribed ? 0 : Tuning::get().spin_passes;
 }
 
-std::string describe_pending(const std::vector<Transfer>& sends,
-                             const std::vector<Transfer>& recvs) {
+Mesh::~Mesh() { ::close(abort_fd_); }
+
+std::vector<int> Mesh::shm_peers() const {
+  std::vector<int> peers;
+  for (int r = 0; r < size_; ++r) {
+    if (links_[r].in) peers.push_back(r);
+  }
+  return peers;
+}
+
+void Mesh::abort() {
+  aborted_ = true;
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(abort_fd_, &one, sizeof(one));
+  if (shm_) shm_->own_doorbell().ring();
+}
+
+Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs) {
+  Pass pass;
+  pass.fds.push_back({abort_fd_, POLLIN, 0});
+  iovec iov[2];
+  for (auto& t : sends) {
+    if (t.finished()) continue;
+    Link& link = links_[t.peer];
+    int count = t.pending_iov(iov);
+    size_t n = link.out ? ring_write(*link.out, iov, count)
+                        : socket_write(link.socket.fd(), t.peer, iov, count);
+    t.done += n;
+    if (n > 0) {
+      pass.moved = true;
+      if (link.out) pass.bells.push_back(t.peer);
+    }
+    if (t.finished()) continue;
+    pass.pending = true;
+    if (link.out) {
+      pass.waits_on_shm = true;
+    } else {
+      pass.waits_on_tcp = true;
+      pass.fds.push_back({link.socket.fd(), POLLOUT, 0});
+    }
+  }
+  for (auto& t : recvs) {
+    if (t.finished()) continue;
+    Link& link = links_[t.peer];
+    int count = t.pending_iov(iov);
+    size_t n = link.in ? ring_read(*link.in, iov, count)
+                       : socket_read(link.socket.fd(), t.peer, iov, count);
+    t.done += n;
+    if (n > 0) {
+      pass.moved = true;
+      if (link.in) pass.bells.push_back(t.peer);  // it may wait for the space this freed
+    }
+    if (!t.header_checked && t.done >= sizeof(FrameHeader)) {
+      check_header(t.header, t.peer, t.bytes, link.received);
+      t.header_checked = true;
+      ++link.received;
+    }
+    if (t.finished()) continue;
+    pass.pending = true;
+    if (link.in) {
+      pass.waits_on_shm = true;
+    } else {
+      pass.waits_on_tcp = true;
+      pass.fds.push_back({link.socket.fd(), POLLIN, 0});
+    }
+  }
+  return pass;
+}
+
+std::string Mesh::describe_pending(const std::vector<Transfer>& sends,
+                                   const std::vector<Transfer>& recvs, Waiting waiting) {
   std::ostringstream out;
+  if (waiting == Waiting::ForRanksToJoin) {
+    out << "rank(s) ";
+    const char* sep = "";
+    for (const auto& t : recvs) {
+      if (!t.finished()) out << sep << t.peer, sep = ", ";
+    }
+    out << " did not join";
+    return out.str();
+  }
+  out << "still ";
   const char* sep = "";
   for (const auto& t : sends) {
     if (!t.finished()) out << sep << "sending to rank " << t.peer, sep = ", ";
@@ -123,25 +246,30 @@ std::string describe_pending(const std::vector<Transfer>& sends,
   return out.str();
 }
 
-}  // namespace
-
-Mesh::Mesh(int rank, int size, std::vector<Socket> peers)
-    : rank_(rank), size_(size), links_(static_cast<size_t>(size)) {
-  for (int r = 0; r < size; ++r) links_[r].socket = std::move(peers[r]);
-  abort_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (abort_fd_ < 0) throw_io(rank, "eventfd for", errno);
+void Mesh::check_alive(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs) {
+  std::vector<pollfd> fds;
+  std::vector<int> peers;
+  for (const auto* list : {&sends, &recvs}) {
+    for (const auto& t : *list) {
+      if (t.finished()) continue;
+      fds.push_back({links_[t.peer].socket.fd(), POLLRDHUP, 0});
+      peers.push_back(t.peer);
+    }
+  }
+  if (fds.empty() || ::poll(fds.data(), fds.size(), 0) <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) throw_closed(peers[i]);
+  }
 }
 
-Mesh::~Mesh() { ::close(abort_fd_); }
-
-void Mesh::abort() {
-  aborted_ = true;
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(abort_fd_, &one, sizeof(one));
+void Mesh::sleep_on_doorbell(uint32_t seen, const std::vector<Transfer>& sends,
+                             const std::vector<Transfer>& recvs, Deadline deadline) {
+  shm_->own_doorbell().wait(seen, std::min(kLivenessCheckMs, millis_until(deadline)));
+  if (shm_->own_doorbell().value() == seen) check_alive(sends, recvs);  // woke by timeout
 }
 
 void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvOp>& recv_ops,
-                    Deadline deadline) {
+                    Deadline deadline, Waiting waiting) {
   std::vector<Transfer> sends;
   std::vector<Transfer> recvs;
   sends.reserve(send_ops.size());
@@ -156,38 +284,93 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
     recvs.push_back(Transfer{op.peer, static_cast<char*>(op.data), op.bytes, FrameHeader{}});
   }
 
-  std::vector<pollfd> fds;
+  int idle_passes = 0;
   for (;;) {
     if (aborted_) throw TransportError(TransportError::Kind::Aborted, "the communicator was aborted");
-    bool pending = false;
-    bool moved = false;
-    fds.clear();
-    fds.push_back({abort_fd_, POLLIN, 0});
-    for (auto& t : sends) {
-      if (!t.finished()) moved |= progress_send(links_[t.peer].socket.fd(), t);
-      if (!t.finished()) {
-        pending = true;
-        fds.push_back({links_[t.peer].socket.fd(), POLLOUT, 0});
-      }
+    // Read before the pass: a doorbell rung after this read makes the sleep below return at once.
+    const uint32_t seen = shm_ ? shm_->own_doorbell().value() : 0;
+    Pass pass = progress(sends, recvs);
+    for (int peer : pass.bells) shm_->doorbell(peer).ring();
+    if (!pass.pending) return;
+    if (pass.moved) {
+      idle_passes = 0;
+      continue;
     }
-    for (auto& t : recvs) {
-      Link& link = links_[t.peer];
-      if (!t.finished()) moved |= progress_recv(link.socket.fd(), t, link.received);
-      if (!t.finished()) {
-        pending = true;
-        fds.push_back({link.socket.fd(), POLLIN, 0});
-      }
+    if (millis_until(deadline) == 0) {
+      throw TransportError(TransportError::Kind::Timeout, describe_pending(sends, recvs, waiting));
     }
-    if (!pending) return;
-    if (moved) continue;  // try again before sleeping: the kernel may take more right away
-
-    int rc = ::poll(fds.data(), fds.size(), millis_until(deadline));
+    if (++idle_passes <= spin_passes_) {
+      cpu_relax();
+      continue;
+    }
+    if (!pass.waits_on_tcp) {
+      sleep_on_doorbell(seen, sends, recvs, deadline);
+      continue;
+    }
+    // TCP: poll() wakes on the sockets; mixed with shared memory it wakes often enough to see
+    // the rings move too.
+    int rc = ::poll(pass.fds.data(), pass.fds.size(), pass.waits_on_shm ? 1 : millis_until(deadline));
     if (rc < 0 && errno != EINTR) throw_io(rank_, "poll on", errno);
-    if (rc == 0 && millis_until(deadline) == 0) {
-      throw TransportError(TransportError::Kind::Timeout,
-                           "still " + describe_pending(sends, recvs));
-    }
   }
+}
+
+void Mesh::agree(const OpSignature& mine, Deadline deadline) {
+  std::vector<OpSignature> theirs(size_, mine);
+  std::vector<SendOp> sends;
+  std::vector<RecvOp> recvs;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    sends.push_back({peer, &mine, sizeof(mine)});
+    recvs.push_back({peer, &theirs[peer], sizeof(OpSignature)});
+  }
+  exchange(sends, recvs, deadline, Waiting::ForRanksToJoin);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (theirs[peer] == mine) continue;
+    throw MismatchError("mismatched collectives at sequence " + std::to_string(mine.sequence) +
+                        ": rank " + std::to_string(rank_) + " called " + mine.describe() +
+                        ", rank " + std::to_string(peer) + " called " + theirs[peer].describe() +
+                        (theirs[peer].sequence == mine.sequence
+                             ? std::string()
+                             : " as its collective #" + std::to_string(theirs[peer].sequence)));
+  }
+}
+
+// ---- OpSignature ------------------------------------------------------------------------------
+
+namespace {
+
+void copy_terminated(char* dst, size_t capacity, const std::string& text) {
+  std::memset(dst, 0, capacity);
+  std::memcpy(dst, text.data(), std::min(capacity - 1, text.size()));
+}
+
+// A peer's signature is untrusted bytes: read its strings only up to their buffers' ends.
+std::string read_terminated(const char* src, size_t capacity) {
+  return std::string(src, strnlen(src, capacity));
+}
+
+}  // namespace
+
+OpSignature::OpSignature(const std::string& op_name, const std::string& dtype_name,
+                         int64_t count_, int64_t root_, uint64_t sequence_)
+    : count(count_), root(root_), sequence(sequence_) {
+  copy_terminated(op, sizeof(op), op_name);
+  copy_terminated(dtype, sizeof(dtype), dtype_name);
+}
+
+bool OpSignature::operator==(const OpSignature& other) const {
+  return std::memcmp(op, other.op, sizeof(op)) == 0 &&
+         std::memcmp(dtype, other.dtype, sizeof(dtype)) == 0 && count == other.count &&
+         root == other.root && sequence == other.sequence;
+}
+
+std::string OpSignature::describe() const {
+  std::ostringstream out;
+  out << read_terminated(op, sizeof(op)) << "(" << read_terminated(dtype, sizeof(dtype));
+  if (count >= 0) out << ", " << count << " elements";
+  if (root >= 0) out << ", root " << root;
+  out << ")";
+  return out.str();
 }
 
 }  // namespace occl::transport

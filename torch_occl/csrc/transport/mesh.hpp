@@ -1,16 +1,25 @@
-// A full mesh of framed TCP connections between the ranks of one group.
+// A full mesh of framed connections between the ranks of one group: shared-memory rings to the
+// ranks on this host (see shm.hpp), TCP to the others.
 //
 // Algorithms describe one step of communication as a set of sends and receives and call
 // `exchange`, which progresses all of them at once with poll(): a ring step sends to the next
 // rank while it receives from the previous one, without threads and without deadlock. Every
 // message carries a header (magic, per-link sequence number, size) that the receiver checks
 // before it trusts the payload, so a desynchronised peer is an error, never silent corruption.
+//
+// Waiting: with transfers pending and nothing moving, a rank spins briefly, then sleeps in poll()
+// (TCP) or on its doorbell (shared memory only). While asleep on the doorbell it checks, a few
+// times a second, that its shared-memory peers' sockets are still open: a killed peer is noticed
+// without waiting for the timeout.
 #pragma once
 
+#include "shm.hpp"
 #include "socket.hpp"
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,21 +37,53 @@ struct RecvOp {
   size_t bytes;  // the receiver states the size it expects; anything else is a protocol error
 };
 
+// What one rank's collective is, sent to every other rank before the collective's data, so
+// that ranks calling different collectives (or the same with other dtypes, sizes or roots) at the
+// same point of their sequence all fail with an error naming both sides instead of hanging.
+struct OpSignature {
+  char op[32];      // "allreduce"; NUL-terminated
+  char dtype[16];   // "float32"; NUL-terminated
+  int64_t count;    // elements that must be equal on every rank, -1 when they may differ
+  int64_t root;     // -1 for ops without a root
+  uint64_t sequence;  // the collective's index in its group
+
+  OpSignature(const std::string& op, const std::string& dtype, int64_t count, int64_t root,
+              uint64_t sequence);
+  bool operator==(const OpSignature& other) const;
+  std::string describe() const;  // "allreduce(float32, 1024 elements)"
+};
+
+// Ranks called different collectives at the same point of their sequence. The links stay in
+// step (every rank sent and received exactly one signature), so the group remains usable.
+class MismatchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Mesh {
  public:
-  // peers[r] is the connection to rank r (invalid for r == rank).
-  Mesh(int rank, int size, std::vector<Socket> peers);
+  // peers[r] is the connection to rank r (invalid for r == rank); messages to the ranks `shm`
+  // reaches travel through shared memory, the socket then only tells whether the peer lives.
+  Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLinks> shm);
   ~Mesh();
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The ranks this one reaches through shared memory.
+  std::vector<int> shm_peers() const;
 
   // Runs every send and receive to completion, or throws TransportError (timeout, a closed
   // peer, a bad frame, abort). At most one send and one receive per peer per call.
   void exchange(const std::vector<SendOp>& sends, const std::vector<RecvOp>& recvs,
-                Deadline deadline);
+                Deadline deadline) {
+    exchange(sends, recvs, deadline, Waiting::ForData);
+  }
+
+  // Sends `mine` to every other rank and checks theirs. Throws MismatchError when they differ,
+  // TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
+  void agree(const OpSignature& mine, Deadline deadline);
 
   // Makes any current and future exchange throw TransportError::Kind::Aborted. Thread-safe.
   void abort();
@@ -50,13 +91,30 @@ class Mesh {
  private:
   struct Link {
     Socket socket;
+    ByteRing* out = nullptr;  // shared-memory rings, when the peer is on this host
+    ByteRing* in = nullptr;
     uint64_t sent = 0;      // messages sent on this link
     uint64_t received = 0;  // messages received on this link
   };
+  struct Transfer;
+  struct Pass;
+  // How a timeout describes what was still pending.
+  enum class Waiting { ForData, ForRanksToJoin };
+
+  void exchange(const std::vector<SendOp>& sends, const std::vector<RecvOp>& recvs,
+                Deadline deadline, Waiting waiting);
+  Pass progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs);
+  void sleep_on_doorbell(uint32_t seen, const std::vector<Transfer>& sends,
+                         const std::vector<Transfer>& recvs, Deadline deadline);
+  void check_alive(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs);
+  static std::string describe_pending(const std::vector<Transfer>& sends,
+                                      const std::vector<Transfer>& recvs, Waiting waiting);
 
   int rank_;
   int size_;
   std::vector<Link> links_;
+  std::unique_ptr<ShmLinks> shm_;
+  int spin_passes_;
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up
 };

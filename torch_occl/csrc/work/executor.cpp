@@ -24,14 +24,15 @@ void Executor::submit(Task task) {
   queue_->ready.notify_one();
 }
 
-void Executor::stop() {
+bool Executor::stop() {
   bool on_worker = worker_id_ == std::this_thread::get_id();
   std::unique_lock<std::mutex> lock(queue_->mutex);
   queue_->stopping = true;
   queue_->abandoned = queue_->abandoned || on_worker;
   queue_->ready.notify_one();
-  if (on_worker) return;
+  if (on_worker) return false;
   queue_->idle.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
+  return true;
 }
 
 void Executor::loop(std::shared_ptr<Queue> queue) {

@@ -28,7 +28,8 @@ class Executor {
   // captures: dropping tensors may take the GIL, which the thread calling stop() (Python
   // freeing the backend) may hold. The worker then exits on its own. Called from a task itself
   // (the backend's last reference dropped in a completion), the worker drops what is queued.
-  void stop();
+  // Returns true when no task runs any more (false when called from inside a task).
+  bool stop();
 
  private:
   // Shared with the worker thread, so it outlives an Executor destroyed from inside a task.

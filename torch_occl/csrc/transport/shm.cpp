@@ -1,0 +1,276 @@
+#include "shm.hpp"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace occl::transport {
+namespace {
+
+// Producer and consumer cursors on separate cache-line pairs: neither side's writes evict the
+// other's line (adjacent-line prefetch pulls lines in pairs).
+constexpr size_t kLine = 128;
+
+[[noreturn]] void throw_system(const std::string& what, int err = errno) {
+  throw TransportError(TransportError::Kind::System, what + ": " + std::strerror(err));
+}
+
+size_t round_up_pow2(size_t n) {
+  size_t p = 4096;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  // Not FUTEX_PRIVATE: the word lives in memory shared between processes.
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string namespace_inode(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 ? std::to_string(st.st_ino) : "?";
+}
+
+// Ranks with equal identities can map each other's memfds through /proc/<pid>/fd: same kernel
+// boot, same user, same pid namespace (the path names a pid), and same network namespace (so
+// that ranks in separate network namespaces, "hosts" to the user, really talk over the network).
+// OCCL_HOST_ID splits further: ranks with different values never share memory.
+std::string host_identity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  std::ostringstream id;
+  id << name << '/' << read_first_line("/proc/sys/kernel/random/boot_id") << "/uid"
+     << ::geteuid() << "/pid" << namespace_inode("/proc/self/ns/pid") << "/net"
+     << namespace_inode("/proc/self/ns/net");
+  if (const char* extra = std::getenv("OCCL_HOST_ID")) id << '/' << extra;
+  return id.str();
+}
+
+std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::string get_string(c10d::Store& store, const std::string& key,
+                       std::chrono::milliseconds timeout) {
+  store.wait({key}, timeout);
+  auto value = store.get(key);
+  return std::string(value.begin(), value.end());
+}
+
+struct Mapping {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+
+// The leader creates the region; the fd stays open until every local rank has mapped it.
+int create_region(size_t bytes) {
+  int fd = ::memfd_create("occl", MFD_CLOEXEC);
+  if (fd < 0) throw_system("memfd_create");
+  if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw_system("sizing the shared-memory region", err);
+  }
+  return fd;
+}
+
+Mapping map_region(int fd, size_t bytes) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_system("fstat on the shared-memory region");
+  if (static_cast<size_t>(st.st_size) != bytes) {
+    throw TransportError(TransportError::Kind::Protocol,
+                         "the shared-memory region has " + std::to_string(st.st_size) +
+                             " bytes, expected " + std::to_string(bytes));
+  }
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) throw_system("mmap of the shared-memory region");
+  return {base, bytes};
+}
+
+// A follower opens the leader's memfd through /proc (same user: the kernel allows it).
+Mapping open_region(const std::string& where, size_t bytes) {
+  std::istringstream in(where);
+  long pid = 0;
+  int leader_fd = -1;
+  in >> pid >> leader_fd;
+  std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(leader_fd);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw_system("opening " + path);
+  try {
+    Mapping m = map_region(fd, bytes);
+    ::close(fd);
+    return m;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+}  // namespace
+
+// ---- ByteRing ---------------------------------------------------------------------------------
+
+struct ByteRing::Cursors {
+  alignas(kLine) std::atomic<uint64_t> head;  // bytes ever written
+  alignas(kLine) std::atomic<uint64_t> tail;  // bytes ever read
+};
+
+ByteRing::ByteRing(void* header, char* data, size_t capacity)
+    : cursors_(static_cast<Cursors*>(header)), data_(data), capacity_(capacity) {}
+
+size_t ByteRing::write_some(const char* data, size_t bytes) {
+  uint64_t head = cursors_->head.load(std::memory_order_relaxed);
+  uint64_t tail = cursors_->tail.load(std::memory_order_acquire);
+  size_t n = std::min(bytes, capacity_ - static_cast<size_t>(head - tail));
+  size_t at = static_cast<size_t>(head) & (capacity_ - 1);
+  size_t first = std::min(n, capacity_ - at);
+  std::memcpy(data_ + at, data, first);
+  std::memcpy(data_, data + first, n - first);
+  cursors_->head.store(head + n, std::memory_order_release);
+  return n;
+}
+
+size_t ByteRing::read_some(char* data, size_t bytes) {
+  uint64_t tail = cursors_->tail.load(std::memory_order_relaxed);
+  uint64_t head = cursors_->head.load(std::memory_order_acquire);
+  size_t n = std::min(bytes, static_cast<size_t>(head - tail));
+  size_t at = static_cast<size_t>(tail) & (capacity_ - 1);
+  size_t first = std::min(n, capacity_ - at);
+  std::memcpy(data, data_ + at, first);
+  std::memcpy(data + first, data_, n - first);
+  cursors_->tail.store(tail + n, std::memory_order_release);
+  return n;
+}
+
+// ---- Doorbell ---------------------------------------------------------------------------------
+
+void Doorbell::ring() {
+  words_->value.fetch_add(1, std::memory_order_seq_cst);
+  if (words_->sleepers.load(std::memory_order_seq_cst) != 0) {
+    futex(&words_->value, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+void Doorbell::wait(uint32_t seen, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
+  words_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  // Returns at once if the value moved past `seen` since the caller read it: no lost wake-up.
+  futex(&words_->value, FUTEX_WAIT, seen, &ts);
+  words_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+// ---- ShmLinks ---------------------------------------------------------------------------------
+
+size_t ShmLinks::region_bytes(int local, size_t ring_bytes) {
+  size_t pairs = static_cast<size_t>(local) * local;
+  return kLine * local + pairs * (sizeof(ByteRing::Cursors) + round_up_pow2(ring_bytes));
+}
+
+ShmLinks::ShmLinks(int rank, int size, std::vector<int> local_ranks, void* base, size_t bytes,
+                   size_t ring_bytes)
+    : rank_(rank), local_ranks_(std::move(local_ranks)), base_(base), bytes_(bytes) {
+  const size_t local = local_ranks_.size();
+  const size_t capacity = round_up_pow2(ring_bytes);
+  local_index_.assign(static_cast<size_t>(size), -1);
+  for (size_t i = 0; i < local; ++i) local_index_[local_ranks_[i]] = static_cast<int>(i);
+  char* at = static_cast<char*>(base_);
+  for (size_t i = 0; i < local; ++i, at += kLine) doorbells_.emplace_back(at);
+  for (size_t i = 0; i < local * local; ++i) {
+    char* data = at + sizeof(ByteRing::Cursors);
+    rings_.emplace_back(at, data, capacity);
+    at = data + capacity;
+  }
+}
+
+ShmLinks::~ShmLinks() { ::munmap(base_, bytes_); }
+
+TransportMode transport_mode_from_env() {
+  const char* value = std::getenv("OCCL_TRANSPORT");
+  std::string mode = value ? value : "auto";
+  if (mode == "auto" || mode.empty()) return TransportMode::Auto;
+  if (mode == "tcp") return TransportMode::Tcp;
+  if (mode == "shm") return TransportMode::Shm;
+  throw TransportError(TransportError::Kind::System,
+                       "OCCL_TRANSPORT is '" + mode + "', expected auto, tcp or shm");
+}
+
+std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int size, const ShmOptions& options) {
+  if (options.mode == TransportMode::Tcp || size == 1) return nullptr;
+  const std::string identity = host_identity();
+  store->set("occl/shm/host/" + std::to_string(rank), to_bytes(identity));
+  std::vector<int> local_ranks;
+  std::vector<int> remote_ranks;
+  for (int r = 0; r < size; ++r) {
+    bool same = r == rank ||
+                get_string(*store, "occl/shm/host/" + std::to_string(r), options.timeout) == identity;
+    (same ? local_ranks : remote_ranks).push_back(r);
+  }
+  if (options.mode == TransportMode::Shm && !remote_ranks.empty()) {
+    std::string list;
+    for (int r : remote_ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    throw TransportError(TransportError::Kind::System,
+                         "OCCL_TRANSPORT=shm, but rank(s) " + list +
+                             " run on another host (or as another user, or in other namespaces)");
+  }
+  if (local_ranks.size() < 2) return nullptr;
+
+  // The lowest local rank creates the region; the others map it and say whether that worked. All
+  // of them read every answer, so they agree on using shared memory or not.
+  const int leader = local_ranks.front();
+  const size_t bytes = ShmLinks::region_bytes(static_cast<int>(local_ranks.size()), options.ring_bytes);
+  const std::string region_key = "occl/shm/region/" + std::to_string(leader);
+  Mapping mapping;
+  int leader_fd = -1;
+  std::string failure;
+  try {
+    if (rank == leader) {
+      leader_fd = create_region(bytes);
+      mapping = map_region(leader_fd, bytes);
+      store->set(region_key, to_bytes(std::to_string(::getpid()) + " " + std::to_string(leader_fd)));
+    } else {
+      mapping = open_region(get_string(*store, region_key, options.timeout), bytes);
+    }
+  } catch (const TransportError& e) {
+    failure = e.what();
+  }
+  store->set("occl/shm/mapped/" + std::to_string(rank), to_bytes(failure));
+  std::string first_failure;
+  for (int r : local_ranks) {
+    std::string answer = get_string(*store, "occl/shm/mapped/" + std::to_string(r), options.timeout);
+    if (!answer.empty() && first_failure.empty()) {
+      first_failure = "rank " + std::to_string(r) + ": " + answer;
+    }
+  }
+  if (leader_fd >= 0) ::close(leader_fd);  // every mapping holds the region from here on
+  if (!first_failure.empty()) {
+    if (mapping.base) ::munmap(mapping.base, mapping.bytes);
+    if (options.mode == TransportMode::Shm) {
+      throw TransportError(TransportError::Kind::System,
+                           "OCCL_TRANSPORT=shm, but shared memory failed on " + first_failure);
+    }
+    return nullptr;  // auto: TCP carries everything
+  }
+  return std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base, mapping.bytes,
+                                    options.ring_bytes);
+}
+
+}  // namespace occl::transport

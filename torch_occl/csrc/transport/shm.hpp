@@ -1,0 +1,112 @@
+// Shared-memory links between the ranks of a group that run on the same host.
+//
+// The ranks of one host map one region (a memfd, so nothing is ever named in /dev/shm and the
+// kernel frees it when the last rank unmaps it or dies). The region holds, for every ordered pair
+// of local ranks, a single-producer single-consumer byte ring, and for every local rank a doorbell:
+// a futex word that writers bump after they add bytes or free space, so a rank with nothing to do
+// sleeps in the kernel instead of spinning on a core another rank needs.
+//
+// A ring carries the same framed byte stream as a TCP socket, so the Mesh treats both alike.
+#pragma once
+
+#include "socket.hpp"
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d {
+class Store;
+}
+
+namespace occl::transport {
+
+// One direction of a link: the producer owns `head`, the consumer owns `tail`; both only grow.
+class ByteRing {
+ public:
+  struct Cursors;  // at the start of each ring's part of the region
+  ByteRing(void* header, char* data, size_t capacity);
+
+  // Copy as many of the `bytes` as fit (or are there) and return how many.
+  size_t write_some(const char* data, size_t bytes);
+  size_t read_some(char* data, size_t bytes);
+
+ private:
+  Cursors* cursors_;
+  char* data_;
+  size_t capacity_;  // a power of two
+};
+
+// A futex word in shared memory: ring() wakes whoever waits on the value it had.
+class Doorbell {
+ public:
+  explicit Doorbell(void* word) : words_(static_cast<Words*>(word)) {}
+  uint32_t value() const { return words_->value.load(std::memory_order_acquire); }
+  void ring();
+  // Sleeps while the value is still `seen`, at most `timeout_ms`.
+  void wait(uint32_t seen, int timeout_ms);
+
+ private:
+  struct Words {
+    std::atomic<uint32_t> value;
+    std::atomic<uint32_t> sleepers;  // ring() skips the wake-up syscall when nobody sleeps
+  };
+  Words* words_;
+};
+
+enum class TransportMode { Auto, Tcp, Shm };
+
+// OCCL_TRANSPORT: "auto" (default: shared memory between ranks on the same host, TCP between
+// hosts), "tcp", or "shm" (every rank of the group must be on this host).
+TransportMode transport_mode_from_env();
+
+struct ShmOptions {
+  TransportMode mode;
+  size_t ring_bytes;  // per direction per pair of ranks; rounded up to a power of two
+  std::chrono::milliseconds timeout;
+};
+
+// The shared-memory links of this rank (none when it shares its host with no other rank).
+class ShmLinks {
+ public:
+  ShmLinks(int rank, int size, std::vector<int> local_ranks, void* base, size_t bytes,
+           size_t ring_bytes);
+  ~ShmLinks();
+  ShmLinks(const ShmLinks&) = delete;
+  ShmLinks& operator=(const ShmLinks&) = delete;
+
+  bool reaches(int peer) const { return local_index_.at(peer) >= 0; }
+  ByteRing& to(int peer) { return rings_[index(local_index_[rank_], local_index_[peer])]; }
+  ByteRing& from(int peer) { return rings_[index(local_index_[peer], local_index_[rank_])]; }
+  Doorbell& doorbell(int rank) { return doorbells_[local_index_.at(rank)]; }
+  Doorbell& own_doorbell() { return doorbell(rank_); }
+  const std::vector<int>& local_ranks() const { return local_ranks_; }
+
+  // Bytes of shared memory a group of `local` ranks maps with rings of `ring_bytes`.
+  static size_t region_bytes(int local, size_t ring_bytes);
+
+ private:
+  size_t index(int from, int to) const { return static_cast<size_t>(from) * local_ranks_.size() + to; }
+
+  int rank_;
+  std::vector<int> local_ranks_;
+  std::vector<int> local_index_;  // by group rank: index among local_ranks_, or -1
+  void* base_;
+  size_t bytes_;
+  std::vector<Doorbell> doorbells_;
+  std::vector<ByteRing> rings_;  // [from * local + to]; the diagonal is unused
+};
+
+// Finds the ranks that share this rank's host (same kernel boot, user, and network and pid
+// namespaces) and maps a region with them. Returns nullptr when there are none or the mode is tcp.
+// Every rank of the group must call it.
+std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int size, const ShmOptions& options);
+
+}  // namespace occl::transport

@@ -1,0 +1,37 @@
+#include "tuning.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace occl {
+namespace {
+
+template <typename T>
+void override_from_env(const char* name, T& value) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return;
+  try {
+    value = static_cast<T>(std::stoull(text));
+  } catch (const std::exception&) {
+    throw std::invalid_argument(std::string(name) + " is '" + text + "', expected a number");
+  }
+}
+
+}  // namespace
+
+const Tuning& Tuning::get() {
+  static const Tuning tuning = [] {
+    Tuning t;
+    override_from_env("OCCL_DIRECT_ALLREDUCE_MAX_BYTES", t.direct_allreduce_max_bytes);
+    override_from_env("OCCL_PIPELINE_CHUNK_BYTES", t.pipeline_chunk_bytes);
+    override_from_env("OCCL_SHM_RING_BYTES", t.shm_ring_bytes);
+    override_from_env("OCCL_SPIN_PASSES", t.spin_passes);
+    override_from_env("OCCL_CHECK_SIGNATURES", t.check_signatures);
+    if (t.pipeline_chunk_bytes == 0) t.pipeline_chunk_bytes = 1;
+    return t;
+  }();
+  return tuning;
+}
+
+}  // namespace occl

@@ -1,0 +1,31 @@
+// Every knob that trades speed for something else, in one place, read once from the environment.
+//
+// The defaults come from the measurements in docs/PERFORMANCE.md (2-core machine, 2 and 4 ranks).
+// README ("Tuning") lists the variables.
+#pragma once
+
+#include <cstddef>
+
+namespace occl {
+
+struct Tuning {
+  // allreduce and reduce up to this many bytes: every rank sends its buffer to every other (or to
+  // the root) and reduces locally, one round; above it: ring reduce-scatter (+ allgather).
+  // OCCL_DIRECT_ALLREDUCE_MAX_BYTES
+  size_t direct_allreduce_max_bytes = 64 * 1024;
+  // Ring steps move their segment in pieces of at most this many bytes and reduce each piece as it
+  // arrives, so the reduction reads cache-hot data. OCCL_PIPELINE_CHUNK_BYTES
+  size_t pipeline_chunk_bytes = 256 * 1024;
+  // Capacity of one shared-memory ring (one direction between two ranks). OCCL_SHM_RING_BYTES
+  size_t shm_ring_bytes = 1024 * 1024;
+  // Passes over pending transfers without progress before a rank sleeps on its doorbell. Ranks
+  // that outnumber the cores never spin: their peers need the core. OCCL_SPIN_PASSES
+  int spin_passes = 2000;
+  // Every collective first checks that all ranks call the same one (transport::OpSignature).
+  // Turn off only to measure its cost; every rank must use the same value. OCCL_CHECK_SIGNATURES
+  bool check_signatures = true;
+
+  static const Tuning& get();
+};
+
+}  // namespace occl
