@@ -2,9 +2,13 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <random>
 #include <sstream>
 
@@ -69,30 +73,77 @@ std::string advertised_host(const std::string& bind_address) {
   return name;
 }
 
-// Accepts connections until one is a valid member `rank < peer < size` not yet connected, and
-// stores its socket in peers[peer].
-void accept_member(const Socket& listener, int rank, int size, const Secret& secret,
-                  std::vector<Socket>& peers, Deadline deadline) {
-  for (;;) {
-    Socket candidate = listener.accept(deadline);
-    if (!candidate.valid()) {
+// Connections being heard out at once: enough that a flood of strangers cannot crowd out a
+// member for long, few enough that it cannot exhaust the process's descriptors.
+constexpr size_t kMaxCandidates = 64;
+
+// An accepted connection that has not finished its Hello yet.
+struct Candidate {
+  Socket socket;
+  Hello hello{};
+  size_t received = 0;
+  Deadline expires;
+};
+
+// Accepts connections until every rank above `rank` has presented a valid Hello, and stores its
+// socket in peers[peer]. Candidates are heard out concurrently, each within kHelloTimeout, so
+// strangers that send garbage, too little or nothing at all cost a member nothing but a slot.
+void accept_members(const Socket& listener, int rank, int size, const Secret& secret,
+                    std::vector<Socket>& peers, Deadline deadline) {
+  int missing = size - rank - 1;
+  std::vector<Candidate> candidates;
+  std::vector<pollfd> fds;
+  while (missing > 0) {
+    Deadline wake = deadline;
+    for (const auto& c : candidates) wake = std::min(wake, c.expires);
+    fds.assign(1, {listener.fd(), POLLIN, 0});
+    for (const auto& c : candidates) fds.push_back({c.socket.fd(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), millis_until(wake)) < 0 && errno != EINTR) {
+      throw TransportError(TransportError::Kind::System, "poll while accepting ranks");
+    }
+    const Deadline now = Clock::now();
+    if (now >= deadline) {
+      std::string absent;
+      for (int r = rank + 1; r < size; ++r) {
+        if (!peers[r].valid()) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+      }
       throw TransportError(TransportError::Kind::Timeout,
-                           "timed out waiting for higher ranks to connect");
+                           "timed out waiting for rank(s) " + absent + " to connect");
     }
-    Hello hello{};
-    try {
-      candidate.recv_all(&hello, sizeof(hello), std::min(deadline, Clock::now() + kHelloTimeout));
-    } catch (const TransportError&) {
-      continue;  // a stranger or a broken connection: drop it, keep listening
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      Candidate& c = candidates[i];
+      if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::recv(c.socket.fd(), reinterpret_cast<char*>(&c.hello) + c.received,
+                         sizeof(Hello) - c.received, 0);
+      if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        c.expires = now;  // closed or failed: drop below
+        continue;
+      }
+      c.received += static_cast<size_t>(n);
+      if (c.received < sizeof(Hello)) continue;
+      const Hello& h = c.hello;
+      bool member = h.magic == kHelloMagic && h.version == kProtocolVersion && h.size == size &&
+                    h.rank > rank && h.rank < size && !peers[h.rank].valid() &&
+                    same_secret(h.secret, secret);
+      c.expires = now;  // heard out: a member moves to peers, anyone else is dropped
+      if (!member) continue;
+      Hello reply{kHelloMagic, kProtocolVersion, rank, size, secret};
+      try {
+        c.socket.send_all(&reply, sizeof(reply), std::min(deadline, now + kHelloTimeout));
+      } catch (const TransportError&) {
+        continue;  // it went away before the reply: it will connect again or time out
+      }
+      peers[h.rank] = std::move(c.socket);
+      --missing;
     }
-    bool valid = hello.magic == kHelloMagic && hello.version == kProtocolVersion &&
-                 hello.size == size && hello.rank > rank && hello.rank < size &&
-                 !peers[hello.rank].valid() && same_secret(hello.secret, secret);
-    if (!valid) continue;
-    Hello reply{kHelloMagic, kProtocolVersion, rank, size, secret};
-    candidate.send_all(&reply, sizeof(reply), deadline);
-    peers[hello.rank] = std::move(candidate);
-    return;
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [&](const Candidate& c) { return c.expires <= now; }),
+                     candidates.end());
+    for (Socket s = listener.accept(now); s.valid(); s = listener.accept(now)) {
+      if (candidates.size() == kMaxCandidates) candidates.erase(candidates.begin());  // oldest
+      candidates.push_back({std::move(s), Hello{}, 0, now + kHelloTimeout});
+    }
   }
 }
 
@@ -135,9 +186,7 @@ std::vector<Socket> connect_group(const c10::intrusive_ptr<c10d::Store>& store, 
   for (int peer = 0; peer < rank; ++peer) {
     peers[peer] = connect_member(*store, rank, size, peer, secret, options, deadline);
   }
-  for (int accepted = rank + 1; accepted < size; ++accepted) {
-    accept_member(listener, rank, size, secret, peers, deadline);
-  }
+  accept_members(listener, rank, size, secret, peers, deadline);
   return peers;
 }
 

@@ -1,0 +1,116 @@
+"""Strangers on a rank's port: a flood of malformed connections while the group forms.
+
+A rank listens only while its group bootstraps (the listener closes once every higher rank has
+connected). The test finds rank 0's port through the store, as a port scan would, and throws
+10,000 connections at it before rank 1 even starts: random bytes, truncated and silent
+handshakes, handshakes with a wrong secret, rank or size. The group must still form, compute
+correctly, and afterwards refuse connections outright.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+import torch.distributed as dist
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("OCCL_TEST_BACKEND", "occl") != "occl", reason="occl's bootstrap")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.path.join(REPO, "tests", "scripts", "stranger_target.py")
+ADDRESS_KEY = "default_pg/0//cpu//occl/collective/address/0"  # as torch prefixes it
+HELLO_MAGIC, PROTOCOL_VERSION = 0x4F434C48, 1
+ATTEMPTS = 10_000
+
+
+def _hello(rank=1, size=2, magic=HELLO_MAGIC, version=PROTOCOL_VERSION, secret=None):
+    return struct.pack("<IIii", magic, version, rank, size) + (secret or os.urandom(16))
+
+
+def _malformed(rng):
+    """One stranger's bytes: never a valid Hello (the secret is never known)."""
+    kind = rng.randrange(7)
+    if kind == 0:
+        return os.urandom(rng.randrange(0, 64))
+    if kind == 1:
+        return _hello()[: rng.randrange(1, 32)]  # truncated
+    if kind == 2:
+        return _hello()  # the right shape, a wrong secret
+    if kind == 3:
+        return _hello(rank=rng.choice([-1, 0, 2, 1 << 30]))
+    if kind == 4:
+        return _hello(size=rng.choice([0, 1, 3, -2]))
+    if kind == 5:
+        return _hello(magic=rng.getrandbits(32), version=rng.getrandbits(32))
+    return os.urandom(rng.randrange(64, 65536))  # far more than a Hello
+
+
+def _flood(host, port, rng):
+    silent = []  # connections that never say anything, held open through the flood
+    for i in range(ATTEMPTS):
+        with socket.create_connection((host, port), timeout=5) as s:
+            if i % 100 == 0:
+                silent.append(socket.create_connection((host, port), timeout=5))
+            try:
+                s.sendall(_malformed(rng))
+                if i % 3 == 0:  # some vanish with a reset instead of a close
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # the rank hung up on us first: fine
+    return silent
+
+
+def _start_rank(rank, port):
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "TORCHELASTIC_USE_AGENT_STORE": "True", "RANK": str(rank), "WORLD_SIZE": "2",
+           "OCCL_TRANSPORT": "tcp", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, TARGET], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_flood_of_strangers_during_bootstrap_leaves_the_group_intact():
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=60))
+    ranks = [_start_rank(0, store.port)]
+    try:
+        store.wait([ADDRESS_KEY])
+        host, port = store.get(ADDRESS_KEY).decode().split()
+        start = time.monotonic()
+        silent = _flood(host, int(port), random.Random(7))
+        flood_seconds = time.monotonic() - start
+        assert ranks[0].poll() is None, f"rank 0 died under the flood: {ranks[0].stderr.read()}"
+
+        ranks.append(_start_rank(1, store.port))
+        for rank, proc in enumerate(ranks):
+            line = proc.stdout.readline()
+            assert line.strip() == "ok 3.0", (
+                f"rank {rank} after {ATTEMPTS} strangers in {flood_seconds:.1f}s: {line!r} "
+                f"{proc.stderr.read() if proc.poll() is not None else ''}")
+        for s in silent:
+            s.close()
+
+        # Bootstrap is over: the port is closed, a stranger cannot even connect.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, int(port)), timeout=5).close()
+        for rank, proc in enumerate(ranks):
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        for rank, proc in enumerate(ranks):
+            assert proc.stdout.readline().strip() == "ok 3.0", f"rank {rank}: second allreduce"
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.wait(timeout=30) == 0, f"rank {rank}: {proc.stderr.read()}"
+    finally:
+        for proc in ranks:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
