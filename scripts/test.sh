@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Builds everything, checks generated/ against the spec, then runs the whole test suite.
+# Builds everything, checks generated/ against the spec, then runs the whole test suite: once on
+# the default transport (shared memory between the test's ranks), and the multi-process
+# collective tests once more over TCP only. With arguments: one pytest run with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 python -m codegen --check
-python -m pytest "$@"
+if [ $# -gt 0 ]; then
+  exec python -m pytest "$@"
+fi
+python -m pytest
+OCCL_TRANSPORT=tcp python -m pytest -m "not torch_suite" \
+  tests/test_collectives.py tests/test_extended_ops.py tests/test_async_and_timeout.py \
+  tests/test_groups.py tests/test_stacks.py tests/test_ddp.py tests/test_sparse.py \
+  tests/test_average.py tests/test_faults.py tests/test_soak.py

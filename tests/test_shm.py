@@ -7,7 +7,6 @@ shows in /proc/self/maps as "memfd:occl", never as a file in /dev/shm.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import stat
 import time
@@ -59,8 +58,11 @@ def w_regions_follow_groups(rank, ws):
             before_shm == _dev_shm())
 
 
+AUTO = {"OCCL_TRANSPORT": "auto"}  # whatever the suite runs under
+
+
 def test_one_private_region_per_group_gone_after_destroy():
-    with DistPool(2) as pool:
+    with DistPool(2, env=AUTO) as pool:
         for rank, (default, with_group, after, modes, shm_unchanged) in enumerate(
                 pool.run(w_regions_follow_groups)):
             assert default == 1, f"rank {rank}: {default} occl regions mapped, expected 1"
@@ -94,7 +96,7 @@ def test_tcp_only_maps_no_shared_memory(n):
 @pytest.mark.parametrize("n", [3, 300_001])
 def test_mixed_group_shm_on_one_host_tcp_to_the_other(n):
     # Rank 2 claims another host: ranks 0 and 1 share memory, both talk TCP to rank 2.
-    with DistPool(3, rank_env={2: {"OCCL_HOST_ID": "elsewhere"}}) as pool:
+    with DistPool(3, env=AUTO, rank_env={2: {"OCCL_HOST_ID": "elsewhere"}}) as pool:
         results = pool.run(w_transport_summary, n)
     assert [r[0] for r in results] == [1, 1, 0], f"regions mapped per rank: {results}"
     for rank, (_, *correct) in enumerate(results):
@@ -138,6 +140,6 @@ def test_killed_peer_fails_fast_and_leaves_nothing(transport):
     elapsed, errors, regions, dev_shm = replies[0][2]
     assert all(errors), f"a collective with a dead peer returned: {errors}"
     assert elapsed < 5, f"the survivor needed {elapsed:.1f}s to notice (timeout 60s)"
-    assert re.search(r"rank 1 (closed|reset) the connection", errors[0]), errors[0]
+    assert "rank 1 closed the connection" in errors[0], errors[0]
     assert regions == 0, f"{regions} occl regions still mapped after destroy_process_group()"
     assert dev_shm == before, f"/dev/shm changed: {before} -> {dev_shm}"

@@ -8,6 +8,25 @@
 #include <stdexcept>
 #include <type_traits>
 
+// Run-time ISA dispatch that keeps the build portable: GCC compiles each OCCL_VECTOR_CLONES
+// function once per listed ISA level and the loader picks the best one for the CPU (an ifunc).
+// It goes on the innermost loops only, which keeps the number of compiled loops (and the build
+// time) down; `flatten` inlines the arithmetic and c10 conversions they call into each clone,
+// because only code compiled inside a clone gets the wider vectors. arch=x86-64-v4 is GCC 11+.
+// The optimize flags keep every clone's bits equal to the baseline x86-64 code's:
+// - fp-contract=off: g++ fuses a*b+c into an FMA by default when the ISA has one, which rounds
+//   once instead of twice; the baseline clone has no FMA, so results would depend on the CPU.
+// - no-tree-sink: stops GCC from moving the float arithmetic of c10's branch-free float16
+//   conversions into branches, where if-conversion may not bring it back (it may trap) and the
+//   loop would stay scalar on AVX2. It changes where values are computed, never what they are.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define OCCL_VECTOR_CLONES                                                            \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten, \
+                 optimize("fp-contract=off", "no-tree-sink")))
+#else
+#define OCCL_VECTOR_CLONES
+#endif
+
 namespace occl::kernels {
 namespace {
 
@@ -16,6 +35,15 @@ template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>,
                                float, T>;
 
+// x86 gives a NaN result the payload and sign of its first NaN operand, but + and * commute, so
+// which operand a vector instruction sees first is the compiler's choice. Combining a NaN `a`
+// with itself yields quiet(a) in either order: what the scalar loop (a op b) gave, and the same
+// bits in every clone, so on ranks whose CPUs pick different clones.
+template <typename A>
+A b_unless_a_is_nan(A a, A b) {
+  return std::isnan(a) ? a : b;
+}
+
 // Integer SUM/PRODUCT wrap around like torch's own integer arithmetic instead of being undefined.
 template <typename T>
 T wrapping_add(T a, T b) {
@@ -23,7 +51,7 @@ T wrapping_add(T a, T b) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
   } else {
-    return a + b;
+    return a + b_unless_a_is_nan(a, b);
   }
 }
 
@@ -34,7 +62,7 @@ T wrapping_mul(T a, T b) {
     using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
     return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
   } else {
-    return a * b;
+    return a * b_unless_a_is_nan(a, b);
   }
 }
 
@@ -52,23 +80,49 @@ inline A apply(A a, A b) {
   return a;  // unreachable: unsupported_reason() rejects bitwise ops on floating types first
 }
 
+// out[i] = a[i] op b[i], computed in the accumulation type A. Each operand is either user data
+// (T) or an accumulator block (A), so this one loop is every step of reduce_typed. It has no
+// branches or calls left after inlining, which is what lets GCC vectorise it, half-type
+// conversions included (c10's portable conversions are branch-free bit arithmetic).
+template <ReduceOp Op, typename A, typename Out, typename In1, typename In2>
+OCCL_VECTOR_CLONES void combine(Out* out, const In1* a, const In2* b, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = static_cast<Out>(apply<Op>(static_cast<A>(a[i]), static_cast<A>(b[i])));
+  }
+}
+
+// out[i] = fn(in[i]), computed in the accumulation type of T.
+template <typename T, typename Fn>
+OCCL_VECTOR_CLONES void transform(T* out, const T* in, size_t count, Fn fn) {
+  for (size_t i = 0; i < count; ++i) out[i] = static_cast<T>(fn(static_cast<Acc<T>>(in[i])));
+}
+
+// Elements per accumulator block in the n > 2 fold: 2 KiB of float32, small enough to stay in L1
+// while every source streams through it.
+constexpr size_t kBlockElements = 512;
+
 template <ReduceOp Op, typename T>
 void reduce_typed(T* dst, const void* const* srcs, int n, size_t count) {
   using A = Acc<T>;
-  const T* first = static_cast<const T*>(srcs[0]);
-  if (n == 2) {  // the ring's case: keep the loop simple enough to vectorise
-    const T* second = static_cast<const T*>(srcs[1]);
-    for (size_t i = 0; i < count; ++i) {
-      dst[i] = static_cast<T>(apply<Op>(static_cast<A>(first[i]), static_cast<A>(second[i])));
-    }
+  auto src = [srcs](int s) { return static_cast<const T*>(srcs[s]); };
+  if (n == 1) {  // still a round trip through A, as for n > 1 (it canonicalises half-type NaNs)
+    transform(dst, src(0), count, [](A v) { return v; });
     return;
   }
-  for (size_t i = 0; i < count; ++i) {
-    A acc = static_cast<A>(first[i]);
-    for (int s = 1; s < n; ++s) {
-      acc = apply<Op>(acc, static_cast<A>(static_cast<const T*>(srcs[s])[i]));
-    }
-    dst[i] = static_cast<T>(acc);
+  if (n == 2) {  // the ring's case
+    combine<Op, A>(dst, src(0), src(1), count);
+    return;
+  }
+  // Fold source by source over a block rather than element by element, so that each step is a
+  // two-input loop that vectorises; every element still sees srcs[0], srcs[1], ... in order.
+  // dst is written only by the last step, after every source's block has been read, so dst
+  // may alias any source.
+  A acc[kBlockElements];
+  for (size_t begin = 0; begin < count; begin += kBlockElements) {
+    const size_t len = std::min(kBlockElements, count - begin);
+    combine<Op, A>(acc, src(0) + begin, src(1) + begin, len);
+    for (int s = 2; s < n - 1; ++s) combine<Op, A>(acc, acc, src(s) + begin, len);
+    combine<Op, A>(dst + begin, acc, src(n - 1) + begin, len);
   }
 }
 
@@ -80,9 +134,16 @@ void reduce_dispatch_op(void* dst, const void* const* srcs, int n, size_t count,
     case ReduceOp::Product: return reduce_typed<ReduceOp::Product>(out, srcs, n, count);
     case ReduceOp::Min: return reduce_typed<ReduceOp::Min>(out, srcs, n, count);
     case ReduceOp::Max: return reduce_typed<ReduceOp::Max>(out, srcs, n, count);
-    case ReduceOp::BitAnd: return reduce_typed<ReduceOp::BitAnd>(out, srcs, n, count);
-    case ReduceOp::BitOr: return reduce_typed<ReduceOp::BitOr>(out, srcs, n, count);
-    case ReduceOp::BitXor: return reduce_typed<ReduceOp::BitXor>(out, srcs, n, count);
+    default: break;
+  }
+  // reduce() has rejected bitwise ops on floating types, so only integers get loops for them.
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case ReduceOp::BitAnd: return reduce_typed<ReduceOp::BitAnd>(out, srcs, n, count);
+      case ReduceOp::BitOr: return reduce_typed<ReduceOp::BitOr>(out, srcs, n, count);
+      case ReduceOp::BitXor: return reduce_typed<ReduceOp::BitXor>(out, srcs, n, count);
+      default: break;
+    }
   }
 }
 
@@ -151,23 +212,22 @@ void scale(void* data, size_t count, DType dtype, double factor) {
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (!std::is_integral_v<T>) {
-      using A = Acc<T>;
+      const Acc<T> f = static_cast<Acc<T>>(factor);
       T* values = static_cast<T*>(data);
-      const A f = static_cast<A>(factor);
-      for (size_t i = 0; i < count; ++i) values[i] = static_cast<T>(static_cast<A>(values[i]) * f);
+      transform(values, values, count, [f](Acc<T> v) { return apply<ReduceOp::Product>(v, f); });
     }
   });
 }
 
+// Only the floating dtypes vectorise here: x86 has no SIMD integer division.
 void divide(void* data, size_t count, DType dtype, int64_t divisor) {
   if (dtype == DType::Bool) throw std::invalid_argument("division needs a numeric dtype");
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
-    using A = Acc<T>;
-    T* values = static_cast<T*>(data);
     // A true division, not a multiplication by 1/divisor, which can be off by one ulp.
-    const A d = static_cast<A>(divisor);
-    for (size_t i = 0; i < count; ++i) values[i] = static_cast<T>(static_cast<A>(values[i]) / d);
+    const Acc<T> d = static_cast<Acc<T>>(divisor);
+    T* values = static_cast<T*>(data);
+    transform(values, values, count, [d](Acc<T> v) { return v / d; });
   });
 }
 

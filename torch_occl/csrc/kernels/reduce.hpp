@@ -36,7 +36,8 @@ const char* unsupported_reason(ReduceOp op, DType dtype);
 
 // dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i], folded in that order so every rank
 // that runs it on the same inputs gets the same bits. float16/bfloat16 accumulate in float32 and
-// round once. dst may alias srcs[0]. n >= 1.
+// round once; when both operands of a floating SUM/PRODUCT step are NaN, the left one survives.
+// dst may alias any of srcs. n >= 1.
 void reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op);
 
 // data[i] *= factor, for floating dtypes (half types through float32).

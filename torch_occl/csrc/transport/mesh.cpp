@@ -34,9 +34,10 @@ struct FrameHeader {
                            std::strerror(err));
 }
 
-[[noreturn]] void throw_closed(int peer, const char* how = "closed") {
+// A reset is a close with unread data left behind (or a killed process): the same to the user.
+[[noreturn]] void throw_closed(int peer) {
   throw TransportError(TransportError::Kind::PeerClosed,
-                       "rank " + std::to_string(peer) + " " + how + " the connection");
+                       "rank " + std::to_string(peer) + " closed the connection");
 }
 
 void cpu_relax() {
@@ -82,7 +83,7 @@ size_t socket_read(int fd, int peer, iovec* iov, int count) {
   if (n == 0) throw_closed(peer);
   if (n > 0) return static_cast<size_t>(n);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-  if (errno == ECONNRESET) throw_closed(peer, "reset");
+  if (errno == ECONNRESET) throw_closed(peer);
   throw_io(peer, "receiving from", errno);
 }
 
