@@ -41,3 +41,38 @@ def test_backend_freed_right_after_an_op_does_not_deadlock():
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
+
+
+EXIT_SCRIPT = textwrap.dedent(
+    """
+    import datetime, sys
+    import torch
+    import torch.distributed as dist
+    import torch_occl
+
+    rank = int(sys.argv[2])
+    dist.init_process_group("occl", init_method=sys.argv[1], rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    torch.set_num_threads(1)
+    t = torch.ones(16 << 20)
+    for _ in range(3):
+        dist.all_reduce(t)
+    print("done", t[0].item())
+    # no destroy_process_group(): the interpreter exits right after the last op
+    """
+)
+
+
+def test_interpreter_exits_cleanly_right_after_large_ops(tmp_path):
+    # A worker thread that still held the last op's tensors used to wait for the GIL while the
+    # interpreter shut down, and was killed inside a destructor: "terminate called", SIGABRT.
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    init = f"file://{tmp_path / 'rendezvous'}"
+    for attempt in range(3):
+        procs = [subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT, init + str(attempt), str(r)],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for r in range(2)]
+        for rank, proc in enumerate(procs):
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"rank {rank} exited with {proc.returncode}: {err}"
+            assert out.strip() == "done 8.0", out

@@ -52,11 +52,7 @@ void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadli
   const int n = mesh.size();
   if (n == 1 || count == 0) return;
   if (is_small(count, reduction)) return direct_allreduce(mesh, data, count, reduction, deadline);
-  // Ring: reduce-scatter leaves segment r complete on rank r, allgather spreads the segments.
-  Segments segments = Segments::even(count, n);
-  ring_reduce_scatter(mesh, static_cast<char*>(data), segments, reduction, deadline);
-  ring_allgather(mesh, static_cast<char*>(data), segments,
-                 kernels::element_size(reduction.dtype), deadline);
+  ring_allreduce(mesh, static_cast<char*>(data), Segments::even(count, n), reduction, deadline);
 }
 
 void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,

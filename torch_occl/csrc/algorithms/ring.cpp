@@ -26,40 +26,90 @@ Segments Segments::blocks(size_t block, int parts) {
   return s;
 }
 
+namespace {
+
+// Every ring step moves its segment in the same number of pieces on every rank (pieces of
+// segments that differ by an element or two still line up), so that each piece is reduced, and
+// passed on, while it is still in cache.
+struct Pieces {
+  const Segments& segments;
+  size_t count;      // pieces per segment
+  size_t per_piece;  // elements
+
+  // Pieces of at most Tuning::pipeline_chunk_bytes.
+  static Pieces chunked(const Segments& s, size_t element_bytes) {
+    const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes / element_bytes);
+    const size_t count = std::max<size_t>(1, (largest(s) + chunk - 1) / chunk);
+    return {s, count, (largest(s) + count - 1) / count};
+  }
+  // Every segment in one piece.
+  static Pieces whole(const Segments& s) { return {s, 1, largest(s)}; }
+
+  static size_t largest(const Segments& s) {
+    size_t most = 0;
+    for (size_t i = 0; i + 1 < s.offsets.size(); ++i) most = std::max(most, s.count(i));
+    return most;
+  }
+
+  // First element and element count of piece `p` of segment `s` (empty past the segment's end).
+  std::pair<size_t, size_t> of(int s, size_t p) const {
+    size_t begin = std::min(segments.count(s), p * per_piece);
+    size_t end = std::min(segments.count(s), begin + per_piece);
+    return {segments.begin(s) + begin, end - begin};
+  }
+};
+
+// One piece of a reduce-scatter step: receive the previous rank's partial piece of
+// `recv_segment` and fold it into ours, while sending ours of `send_segment` on.
+void reduce_step_piece(Mesh& mesh, char* data, const Pieces& pieces, int send_segment,
+                       int recv_segment, size_t p, char* incoming, Reduction reduction,
+                       Deadline deadline) {
+  const int n = mesh.size();
+  const int r = mesh.rank();
+  const size_t element = kernels::element_size(reduction.dtype);
+  auto [send_at, send_count] = pieces.of(send_segment, p);
+  auto [recv_at, recv_count] = pieces.of(recv_segment, p);
+  char* target = data + recv_at * element;
+  mesh.exchange({{ring_index(r + 1, n), data + send_at * element, send_count * element}},
+                {{ring_index(r - 1, n), incoming, recv_count * element}}, deadline);
+  const void* sources[2] = {incoming, target};
+  kernels::reduce(target, sources, 2, recv_count, reduction.dtype, reduction.op);
+}
+
+// One piece of an allgather step: pass our complete piece of `send_segment` on and take in the
+// previous rank's of `recv_segment`.
+void gather_step_piece(Mesh& mesh, char* data, const Pieces& pieces, int send_segment,
+                       int recv_segment, size_t p, size_t element, Deadline deadline) {
+  const int n = mesh.size();
+  const int r = mesh.rank();
+  auto [send_at, send_count] = pieces.of(send_segment, p);
+  auto [recv_at, recv_count] = pieces.of(recv_segment, p);
+  mesh.exchange({{ring_index(r + 1, n), data + send_at * element, send_count * element}},
+                {{ring_index(r - 1, n), data + recv_at * element, recv_count * element}},
+                deadline);
+}
+
+// Reduce-scatter step s passes segment r-s-1 on and takes in segment r-s-2, so that after n-1
+// steps the partial sums of segment r have visited every rank and end here. Allgather step s
+// forwards segment r-s (own at step 0, then what just arrived) and takes in r-s-1.
+int reduce_send_segment(int r, int step, int n) { return ring_index(r - step - 1, n); }
+int reduce_recv_segment(int r, int step, int n) { return ring_index(r - step - 2, n); }
+int gather_send_segment(int r, int step, int n) { return ring_index(r - step, n); }
+int gather_recv_segment(int r, int step, int n) { return ring_index(r - step - 1, n); }
+
+}  // namespace
+
 void ring_reduce_scatter(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
                          Deadline deadline) {
   const int n = mesh.size();
   const int r = mesh.rank();
   const size_t element = kernels::element_size(reduction.dtype);
-  size_t largest = 0;
-  for (int i = 0; i < n; ++i) largest = std::max(largest, segments.count(i));
-  // Every step moves its segment in the same number of pieces on every rank, and reduces each
-  // piece while it is still in cache.
-  const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes / element);
-  const size_t pieces = std::max<size_t>(1, (largest + chunk - 1) / chunk);
-  const size_t per_piece = (largest + pieces - 1) / pieces;
-  std::unique_ptr<char[]> incoming(new char[per_piece * element]);
-
-  // The part [begin, end) of segment `s` that piece `p` covers (empty past the segment's end).
-  auto piece_of = [&](int s, size_t p) {
-    size_t begin = std::min(segments.count(s), p * per_piece);
-    size_t end = std::min(segments.count(s), begin + per_piece);
-    return std::make_pair(segments.begin(s) + begin, end - begin);
-  };
-
-  // Step s passes segment r-s-1 on and takes in segment r-s-2, so that after n-1 steps the
-  // partial sums of segment r have visited every rank and end here.
+  const Pieces pieces = Pieces::chunked(segments, element);
+  std::unique_ptr<char[]> incoming(new char[pieces.per_piece * element]);
   for (int step = 0; step < n - 1; ++step) {
-    int send_segment = ring_index(r - step - 1, n);
-    int recv_segment = ring_index(r - step - 2, n);
-    for (size_t p = 0; p < pieces; ++p) {
-      auto [send_at, send_count] = piece_of(send_segment, p);
-      auto [recv_at, recv_count] = piece_of(recv_segment, p);
-      char* recv_target = data + recv_at * element;
-      mesh.exchange({{ring_index(r + 1, n), data + send_at * element, send_count * element}},
-                    {{ring_index(r - 1, n), incoming.get(), recv_count * element}}, deadline);
-      const void* sources[2] = {incoming.get(), recv_target};
-      kernels::reduce(recv_target, sources, 2, recv_count, reduction.dtype, reduction.op);
+    for (size_t p = 0; p < pieces.count; ++p) {
+      reduce_step_piece(mesh, data, pieces, reduce_send_segment(r, step, n),
+                        reduce_recv_segment(r, step, n), p, incoming.get(), reduction, deadline);
     }
   }
 }
@@ -68,15 +118,37 @@ void ring_allgather(Mesh& mesh, char* data, const Segments& segments, size_t ele
                     Deadline deadline) {
   const int n = mesh.size();
   const int r = mesh.rank();
-  // Step s forwards segment r-s (own at step 0, then what just arrived) and takes in r-s-1.
   for (int step = 0; step < n - 1; ++step) {
-    int send_segment = ring_index(r - step, n);
-    int recv_segment = ring_index(r - step - 1, n);
-    mesh.exchange({{ring_index(r + 1, n), data + segments.begin(send_segment) * element_bytes,
-                    segments.count(send_segment) * element_bytes}},
-                  {{ring_index(r - 1, n), data + segments.begin(recv_segment) * element_bytes,
-                    segments.count(recv_segment) * element_bytes}},
-                  deadline);
+    gather_step_piece(mesh, data, Pieces::whole(segments), gather_send_segment(r, step, n),
+                      gather_recv_segment(r, step, n), 0, element_bytes, deadline);
+  }
+}
+
+void ring_allreduce(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
+                    Deadline deadline) {
+  const int n = mesh.size();
+  const int r = mesh.rank();
+  const size_t element = kernels::element_size(reduction.dtype);
+  const Pieces pieces = Pieces::chunked(segments, element);
+  std::unique_ptr<char[]> incoming(new char[pieces.per_piece * element]);
+  for (int step = 0; step < n - 2; ++step) {
+    for (size_t p = 0; p < pieces.count; ++p) {
+      reduce_step_piece(mesh, data, pieces, reduce_send_segment(r, step, n),
+                        reduce_recv_segment(r, step, n), p, incoming.get(), reduction, deadline);
+    }
+  }
+  // The last reduce-scatter step completes segment r piece by piece; each piece goes straight
+  // on as the first allgather step's, while it is still in cache, instead of being read back
+  // from memory in a separate pass.
+  for (size_t p = 0; p < pieces.count; ++p) {
+    reduce_step_piece(mesh, data, pieces, reduce_send_segment(r, n - 2, n),
+                      reduce_recv_segment(r, n - 2, n), p, incoming.get(), reduction, deadline);
+    gather_step_piece(mesh, data, pieces, gather_send_segment(r, 0, n),
+                      gather_recv_segment(r, 0, n), p, element, deadline);
+  }
+  for (int step = 1; step < n - 1; ++step) {
+    gather_step_piece(mesh, data, Pieces::whole(segments), gather_send_segment(r, step, n),
+                      gather_recv_segment(r, step, n), 0, element, deadline);
   }
 }
 

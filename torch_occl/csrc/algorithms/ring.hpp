@@ -22,6 +22,11 @@ struct Segments {
 void ring_reduce_scatter(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
                          Deadline deadline);
 
+// Every rank ends with every segment reduced over all ranks: a reduce-scatter whose last step
+// hands each reduced piece straight to the allgather.
+void ring_allreduce(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
+                    Deadline deadline);
+
 // Segment r must be complete on rank r; every rank ends with all segments.
 void ring_allgather(Mesh& mesh, char* data, const Segments& segments, size_t element_bytes,
                     Deadline deadline);

@@ -16,22 +16,27 @@ Executor::Executor() : queue_(std::make_shared<Queue>()) {
 Executor::~Executor() { stop(); }
 
 void Executor::submit(Task task) {
+  std::vector<Task> finished;  // destroyed here, on the caller's thread, after the lock
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
     if (queue_->stopping) throw std::runtime_error("the backend has been shut down");
     queue_->tasks.push_back(std::move(task));
+    finished.swap(queue_->finished);
   }
   queue_->ready.notify_one();
 }
 
 bool Executor::stop() {
   bool on_worker = worker_id_ == std::this_thread::get_id();
+  std::vector<Task> finished;
   std::unique_lock<std::mutex> lock(queue_->mutex);
   queue_->stopping = true;
   queue_->abandoned = queue_->abandoned || on_worker;
   queue_->ready.notify_one();
   if (on_worker) return false;
   queue_->idle.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
+  finished.swap(queue_->finished);
+  lock.unlock();
   return true;
 }
 
@@ -61,9 +66,9 @@ void Executor::loop(std::shared_ptr<Queue> queue) {
     {
       std::lock_guard<std::mutex> lock(queue->mutex);
       queue->running = false;
+      queue->finished.push_back(std::move(task));
     }
     queue->idle.notify_all();
-    task = nullptr;  // after reporting idle: dropping the op's tensors may wait for the GIL
   }
 }
 

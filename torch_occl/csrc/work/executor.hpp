@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace occl::runtime {
 
@@ -23,12 +24,11 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   void submit(Task task);
-  // Runs every queued task and returns once the last has run; later submits are rejected.
-  // Idempotent and thread-safe. It does not wait for the worker to release the last task's
-  // captures: dropping tensors may take the GIL, which the thread calling stop() (Python
-  // freeing the backend) may hold. The worker then exits on its own. Called from a task itself
-  // (the backend's last reference dropped in a completion), the worker drops what is queued.
-  // Returns true when no task runs any more (false when called from inside a task).
+  // Runs every queued task and returns once the last has run, destroying the finished tasks on
+  // the calling thread; later submits are rejected. Idempotent and thread-safe. The worker then
+  // exits on its own (never joined: it might wait for a GIL the caller holds). Called from a task
+  // itself (the backend's last reference dropped in a completion), the worker drops what is
+  // queued. Returns true when no task runs any more (false when called from inside a task).
   bool stop();
 
  private:
@@ -38,6 +38,10 @@ class Executor {
     std::condition_variable ready;
     std::condition_variable idle;  // signalled when a task has run
     std::deque<Task> tasks;
+    // Tasks that have run, destroyed by the next submit() or stop() on the caller's thread,
+    // never here: dropping a tensor Python also holds takes the GIL, and a thread waiting for
+    // the GIL when the interpreter shuts down is killed mid-destructor (std::terminate).
+    std::vector<Task> finished;
     bool running = false;    // a task is running
     bool stopping = false;
     bool abandoned = false;  // stopped from inside a task: exit without running the rest
