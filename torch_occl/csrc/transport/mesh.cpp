@@ -46,23 +46,30 @@ void cpu_relax() {
 #endif
 }
 
-// Bytes moved through a ring from or into up to two iovecs.
+// At most this many bytes per transfer per pass through shared memory: a pass then alternates
+// between a rank's sends and receives, so that both directions of an exchange (and both sides
+// of a ring step) stream at once instead of one filling a ring while the other waits.
+constexpr size_t kPassBytes = 64 * 1024;
+
+// Bytes moved through a ring from or into up to two iovecs, at most kPassBytes.
 size_t ring_write(ByteRing& ring, const iovec* iov, int count) {
   size_t moved = 0;
-  for (int i = 0; i < count; ++i) {
-    size_t n = ring.write_some(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+  for (int i = 0; i < count && moved < kPassBytes; ++i) {
+    size_t want = std::min(iov[i].iov_len, kPassBytes - moved);
+    size_t n = ring.write_some(static_cast<const char*>(iov[i].iov_base), want);
     moved += n;
-    if (n < iov[i].iov_len) break;
+    if (n < want) break;
   }
   return moved;
 }
 
 size_t ring_read(ByteRing& ring, const iovec* iov, int count) {
   size_t moved = 0;
-  for (int i = 0; i < count; ++i) {
-    size_t n = ring.read_some(static_cast<char*>(iov[i].iov_base), iov[i].iov_len);
+  for (int i = 0; i < count && moved < kPassBytes; ++i) {
+    size_t want = std::min(iov[i].iov_len, kPassBytes - moved);
+    size_t n = ring.read_some(static_cast<char*>(iov[i].iov_base), want);
     moved += n;
-    if (n < iov[i].iov_len) break;
+    if (n < want) break;
   }
   return moved;
 }
@@ -136,7 +143,6 @@ struct Mesh::Pass {
   bool waits_on_tcp = false;
   bool waits_on_shm = false;
   std::vector<pollfd> fds;  // for poll(): the abort eventfd, then the TCP links still pending
-  std::vector<int> bells;   // shared-memory peers to wake because this pass moved their bytes
 };
 
 Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLinks> shm)
@@ -183,10 +189,7 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
     size_t n = link.out ? ring_write(*link.out, iov, count)
                         : socket_write(link.socket.fd(), t.peer, iov, count);
     t.done += n;
-    if (n > 0) {
-      pass.moved = true;
-      if (link.out) pass.bells.push_back(t.peer);
-    }
+    pass.moved |= n > 0;
     if (t.finished()) continue;
     pass.pending = true;
     if (link.out) {
@@ -203,10 +206,7 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
     size_t n = link.in ? ring_read(*link.in, iov, count)
                        : socket_read(link.socket.fd(), t.peer, iov, count);
     t.done += n;
-    if (n > 0) {
-      pass.moved = true;
-      if (link.in) pass.bells.push_back(t.peer);  // it may wait for the space this freed
-    }
+    pass.moved |= n > 0;
     if (!t.header_checked && t.done >= sizeof(FrameHeader)) {
       check_header(t.header, t.peer, t.bytes, link.received);
       t.header_checked = true;
@@ -291,7 +291,6 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
     // Read before the pass: a doorbell rung after this read makes the sleep below return at once.
     const uint32_t seen = shm_ ? shm_->own_doorbell().value() : 0;
     Pass pass = progress(sends, recvs);
-    for (int peer : pass.bells) shm_->doorbell(peer).ring();
     if (!pass.pending) return;
     if (pass.moved) {
       idle_passes = 0;

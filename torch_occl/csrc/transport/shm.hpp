@@ -27,22 +27,6 @@ class Store;
 
 namespace occl::transport {
 
-// One direction of a link: the producer owns `head`, the consumer owns `tail`; both only grow.
-class ByteRing {
- public:
-  struct Cursors;  // at the start of each ring's part of the region
-  ByteRing(void* header, char* data, size_t capacity);
-
-  // Copy as many of the `bytes` as fit (or are there) and return how many.
-  size_t write_some(const char* data, size_t bytes);
-  size_t read_some(char* data, size_t bytes);
-
- private:
-  Cursors* cursors_;
-  char* data_;
-  size_t capacity_;  // a power of two
-};
-
 // A futex word in shared memory: ring() wakes whoever waits on the value it had.
 class Doorbell {
  public:
@@ -58,6 +42,26 @@ class Doorbell {
     std::atomic<uint32_t> sleepers;  // ring() skips the wake-up syscall when nobody sleeps
   };
   Words* words_;
+};
+
+// One direction of a link: the producer owns `head`, the consumer owns `tail`; both only grow.
+// Bytes move in slices, each published (and the other side's doorbell rung) as soon as it is
+// copied, so that producer and consumer copy at the same time instead of taking turns.
+class ByteRing {
+ public:
+  struct Cursors;  // at the start of each ring's part of the region
+  ByteRing(void* header, char* data, size_t capacity, Doorbell producer, Doorbell consumer);
+
+  // Copy as many of the `bytes` as fit (or are there) and return how many.
+  size_t write_some(const char* data, size_t bytes);
+  size_t read_some(char* data, size_t bytes);
+
+ private:
+  Cursors* cursors_;
+  char* data_;
+  size_t capacity_;  // a power of two
+  Doorbell producer_;
+  Doorbell consumer_;
 };
 
 enum class TransportMode { Auto, Tcp, Shm };
