@@ -14,6 +14,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/sparse_coo_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
@@ -136,15 +137,28 @@ at::Tensor block_of(const at::Tensor& blocks, int64_t block, int index) {
   return blocks.narrow(0, block * index, block);
 }
 
-// Reduces `blocks` (world_size blocks of `block` elements, contiguous, in the accumulation dtype,
-// ours to scribble on). Rank r's block r ends reduced, with PREMUL_SUM and AVG applied.
-void reduce_scatter_blocks(OpContext& ctx, const at::Tensor& blocks, int64_t block,
-                           const c10d::ReduceOp& op) {
+// Reduces `blocks` (world_size blocks, contiguous, in the accumulation dtype) into `output`
+// (one block, contiguous, same dtype): block r of the reduction, with PREMUL_SUM and AVG applied.
+// `blocks_are_scratch`: a private copy, which the reduction may scribble on; the caller's input
+// is only read, with a scratch buffer for the partial sums when more than two ranks need one.
+void reduce_scatter_blocks(OpContext& ctx, at::Tensor blocks, const at::Tensor& output,
+                           const c10d::ReduceOp& op, bool blocks_are_scratch) {
   ReducePlan p = plan(op, blocks.scalar_type());
+  if (p.premultiply && !blocks_are_scratch) {
+    blocks = blocks.clone();
+    blocks_are_scratch = true;
+  }
   premultiply(p, blocks);
-  algorithms::reduce_scatter(ctx.mesh, data_of(blocks), static_cast<size_t>(block), p.reduction,
-                             ctx.deadline);
-  average(p, block_of(blocks, block, ctx.rank), ctx.size);
+  at::Tensor partial = blocks_are_scratch ? blocks
+                       : ctx.size > 2    ? at::empty_like(blocks)
+                                         : at::Tensor();
+  algorithms::reduce_scatter(
+      ctx.mesh,
+      {static_cast<const char*>(data_of(blocks)),
+       partial.defined() ? static_cast<char*>(data_of(partial)) : nullptr,
+       static_cast<char*>(data_of(output))},
+      static_cast<size_t>(output.numel()), p.reduction, ctx.deadline);
+  average(p, output, ctx.size);
 }
 
 void allreduce_flat(OpContext& ctx, const at::Tensor& flat, const c10d::ReduceOp& op) {
@@ -332,11 +346,20 @@ void allgather_into(OpContext& ctx, const at::Tensor& output_tensor, const at::T
 
 void reduce_scatter_into(OpContext& ctx, const at::Tensor& output_tensor,
                          const at::Tensor& input_tensor, const c10d::ReduceOp& op) {
-  int64_t block = output_tensor.numel();
-  // A private copy: the ring uses the input's blocks as scratch, and the input must not change.
-  at::Tensor blocks = accumulation_copy({input_tensor});
-  reduce_scatter_blocks(ctx, blocks, block, op);
-  output_tensor.copy_(block_of(blocks, block, ctx.rank).view(output_tensor.sizes()));
+  const at::ScalarType dtype = accumulation_dtype(input_tensor.scalar_type());
+  if (dtype != input_tensor.scalar_type()) {  // half types: the whole reduction in float32
+    at::Tensor output = at::empty({output_tensor.numel()}, input_tensor.options().dtype(dtype));
+    reduce_scatter_blocks(ctx, accumulation_copy({input_tensor}), output, op, true);
+    output_tensor.copy_(output.view(output_tensor.sizes()));
+    return;
+  }
+  // The input is only read: no copy of it, however large.
+  Staged output(output_tensor);
+  at::Tensor input = input_tensor.contiguous();
+  bool private_copy = !input.is_same(input_tensor) || output_tensor.is_alias_of(input_tensor);
+  if (output_tensor.is_alias_of(input_tensor)) input = input.clone();
+  reduce_scatter_blocks(ctx, input.view({-1}), output.buffer().view({-1}), op, private_copy);
+  output.commit();
 }
 
 }  // namespace
@@ -347,8 +370,9 @@ void reduce_scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensor
   const at::Tensor& output = output_tensors[0];
   agree(ctx, output, output.numel());
   at::Tensor blocks = accumulation_copy(input_tensors[0]);
-  reduce_scatter_blocks(ctx, blocks, output.numel(), opts.reduceOp);
-  output.copy_(block_of(blocks, output.numel(), ctx.rank).view(output.sizes()));
+  at::Tensor reduced = at::empty({output.numel()}, blocks.options());
+  reduce_scatter_blocks(ctx, blocks, reduced, opts.reduceOp, true);
+  output.copy_(reduced.view(output.sizes()));
 }
 
 void reduce_scatter_base(OpContext& ctx, const at::Tensor& output_tensor,

@@ -9,8 +9,9 @@
 namespace occl {
 
 struct Tuning {
-  // allreduce and reduce up to this many bytes: every rank sends its buffer to every other (or to
-  // the root) and reduces locally, one round; above it: ring reduce-scatter (+ allgather).
+  // allreduce and reduce while bytes x (ranks - 1) stays within this: every rank sends its buffer
+  // to every other (or to the root) and reduces locally, one round; above it: ring
+  // reduce-scatter (+ allgather).
   // OCCL_DIRECT_ALLREDUCE_MAX_BYTES
   size_t direct_allreduce_max_bytes = 64 * 1024;
   // Ring steps move their segment in pieces of at most this many bytes and reduce each piece as it

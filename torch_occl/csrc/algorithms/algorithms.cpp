@@ -41,8 +41,10 @@ void direct_allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction,
   fold_in_rank_order(data, slots, mesh.rank(), count, reduction);
 }
 
-bool is_small(size_t count, Reduction reduction) {
-  return count * kernels::element_size(reduction.dtype) <=
+// The direct algorithms send a rank's whole buffer to every other rank: worth it while that
+// total stays small, so the cut-off shrinks as the group grows.
+bool is_small(size_t count, Reduction reduction, int ranks) {
+  return count * kernels::element_size(reduction.dtype) * (ranks - 1) <=
          Tuning::get().direct_allreduce_max_bytes;
 }
 
@@ -51,7 +53,7 @@ bool is_small(size_t count, Reduction reduction) {
 void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadline deadline) {
   const int n = mesh.size();
   if (n == 1 || count == 0) return;
-  if (is_small(count, reduction)) return direct_allreduce(mesh, data, count, reduction, deadline);
+  if (is_small(count, reduction, n)) return direct_allreduce(mesh, data, count, reduction, deadline);
   ring_allreduce(mesh, static_cast<char*>(data), Segments::even(count, n), reduction, deadline);
 }
 
@@ -61,7 +63,7 @@ void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
   if (n == 1 || count == 0) return;
   const size_t element = kernels::element_size(reduction.dtype);
   char* bytes = static_cast<char*>(data);
-  if (is_small(count, reduction)) {
+  if (is_small(count, reduction, n)) {
     // Everyone sends to the root, which folds in rank order.
     if (mesh.rank() != root) return mesh.exchange({{root, data, count * element}}, {}, deadline);
     std::unique_ptr<char[]> incoming(new char[count * element * n]);
@@ -77,8 +79,9 @@ void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
   // Large: a ring reduce-scatter spreads the arithmetic over all ranks, then the root collects
   // the reduced segments.
   Segments segments = Segments::even(count, n);
-  ring_reduce_scatter(mesh, bytes, segments, reduction, deadline);
   const int r = mesh.rank();
+  ring_reduce_scatter(mesh, {bytes, bytes, bytes + segments.begin(r) * element}, segments,
+                      reduction, deadline);
   if (r != root) {
     return mesh.exchange(
         {{root, bytes + segments.begin(r) * element, segments.count(r) * element}}, {}, deadline);
@@ -91,11 +94,16 @@ void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
   mesh.exchange({}, recvs, deadline);
 }
 
-void reduce_scatter(Mesh& mesh, void* data, size_t block_count, Reduction reduction,
-                    Deadline deadline) {
-  if (mesh.size() == 1 || block_count == 0) return;
-  ring_reduce_scatter(mesh, static_cast<char*>(data), Segments::blocks(block_count, mesh.size()),
-                      reduction, deadline);
+void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
+                    Reduction reduction, Deadline deadline) {
+  if (block_count == 0) return;
+  if (mesh.size() == 1) {
+    kernels::reduce(buffers.output, reinterpret_cast<const void* const*>(&buffers.input), 1,
+                    block_count, reduction.dtype, reduction.op);
+    return;
+  }
+  ring_reduce_scatter(mesh, buffers, Segments::blocks(block_count, mesh.size()), reduction,
+                      deadline);
 }
 
 void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {

@@ -24,10 +24,19 @@ struct Reduction {
 // In place on `count` elements: every rank ends with the reduction over all ranks.
 void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadline deadline);
 
-// `data` holds mesh.size() blocks of `block_count` elements; rank r ends with block r reduced over
-// all ranks. Other blocks are used as scratch.
-void reduce_scatter(Mesh& mesh, void* data, size_t block_count, Reduction reduction,
-                    Deadline deadline);
+// Where a reduce-scatter reads and writes: `input` (mesh.size() blocks, only read), `partial`
+// (as large as the input; partial sums of other ranks' blocks, unused with two ranks: pass
+// nullptr) and `output` (this rank's reduced block). They may overlap as an in-place
+// reduce-scatter does: input == partial, output == block r of it.
+struct ReduceBuffers {
+  const char* input;
+  char* partial;
+  char* output;
+};
+
+// Rank r ends with block r of `block_count` elements, reduced over all ranks, in buffers.output.
+void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
+                    Reduction reduction, Deadline deadline);
 
 // `data` holds mesh.size() blocks of `block_bytes`; block r must hold this rank's contribution.
 // Every rank ends with every block.

@@ -60,19 +60,24 @@ struct Pieces {
 };
 
 // One piece of a reduce-scatter step: receive the previous rank's partial piece of
-// `recv_segment` and fold it into ours, while sending ours of `send_segment` on.
-void reduce_step_piece(Mesh& mesh, char* data, const Pieces& pieces, int send_segment,
-                       int recv_segment, size_t p, char* incoming, Reduction reduction,
-                       Deadline deadline) {
+// `recv_segment` and fold it into ours, while sending ours of `send_segment` on. Step 0 sends
+// from the input; later steps send the partial sums the step before wrote.
+void reduce_step_piece(Mesh& mesh, const ReduceBuffers& buffers, const Pieces& pieces, int step,
+                       size_t p, char* incoming, Reduction reduction, Deadline deadline) {
   const int n = mesh.size();
   const int r = mesh.rank();
   const size_t element = kernels::element_size(reduction.dtype);
+  const int send_segment = ring_index(r - step - 1, n);
+  const int recv_segment = ring_index(r - step - 2, n);
   auto [send_at, send_count] = pieces.of(send_segment, p);
   auto [recv_at, recv_count] = pieces.of(recv_segment, p);
-  char* target = data + recv_at * element;
-  mesh.exchange({{ring_index(r + 1, n), data + send_at * element, send_count * element}},
+  const char* send_from = (step == 0 ? buffers.input : buffers.partial) + send_at * element;
+  char* target = recv_segment == r
+                     ? buffers.output + (recv_at - pieces.segments.begin(r)) * element
+                     : buffers.partial + recv_at * element;
+  mesh.exchange({{ring_index(r + 1, n), send_from, send_count * element}},
                 {{ring_index(r - 1, n), incoming, recv_count * element}}, deadline);
-  const void* sources[2] = {incoming, target};
+  const void* sources[2] = {incoming, buffers.input + recv_at * element};
   kernels::reduce(target, sources, 2, recv_count, reduction.dtype, reduction.op);
 }
 
@@ -89,27 +94,23 @@ void gather_step_piece(Mesh& mesh, char* data, const Pieces& pieces, int send_se
                 deadline);
 }
 
-// Reduce-scatter step s passes segment r-s-1 on and takes in segment r-s-2, so that after n-1
-// steps the partial sums of segment r have visited every rank and end here. Allgather step s
-// forwards segment r-s (own at step 0, then what just arrived) and takes in r-s-1.
-int reduce_send_segment(int r, int step, int n) { return ring_index(r - step - 1, n); }
-int reduce_recv_segment(int r, int step, int n) { return ring_index(r - step - 2, n); }
+// Reduce-scatter step s passes segment r-s-1 on and takes in segment r-s-2 (see
+// reduce_step_piece), so that after n-1 steps the partial sums of segment r have visited every
+// rank and end here. Allgather step s forwards segment r-s (own at step 0, then what just
+// arrived) and takes in r-s-1.
 int gather_send_segment(int r, int step, int n) { return ring_index(r - step, n); }
 int gather_recv_segment(int r, int step, int n) { return ring_index(r - step - 1, n); }
 
 }  // namespace
 
-void ring_reduce_scatter(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
-                         Deadline deadline) {
-  const int n = mesh.size();
-  const int r = mesh.rank();
+void ring_reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, const Segments& segments,
+                         Reduction reduction, Deadline deadline) {
   const size_t element = kernels::element_size(reduction.dtype);
   const Pieces pieces = Pieces::chunked(segments, element);
   std::unique_ptr<char[]> incoming(new char[pieces.per_piece * element]);
-  for (int step = 0; step < n - 1; ++step) {
+  for (int step = 0; step < mesh.size() - 1; ++step) {
     for (size_t p = 0; p < pieces.count; ++p) {
-      reduce_step_piece(mesh, data, pieces, reduce_send_segment(r, step, n),
-                        reduce_recv_segment(r, step, n), p, incoming.get(), reduction, deadline);
+      reduce_step_piece(mesh, buffers, pieces, step, p, incoming.get(), reduction, deadline);
     }
   }
 }
@@ -130,19 +131,18 @@ void ring_allreduce(Mesh& mesh, char* data, const Segments& segments, Reduction 
   const int r = mesh.rank();
   const size_t element = kernels::element_size(reduction.dtype);
   const Pieces pieces = Pieces::chunked(segments, element);
+  const ReduceBuffers in_place{data, data, data + segments.begin(r) * element};
   std::unique_ptr<char[]> incoming(new char[pieces.per_piece * element]);
   for (int step = 0; step < n - 2; ++step) {
     for (size_t p = 0; p < pieces.count; ++p) {
-      reduce_step_piece(mesh, data, pieces, reduce_send_segment(r, step, n),
-                        reduce_recv_segment(r, step, n), p, incoming.get(), reduction, deadline);
+      reduce_step_piece(mesh, in_place, pieces, step, p, incoming.get(), reduction, deadline);
     }
   }
   // The last reduce-scatter step completes segment r piece by piece; each piece goes straight
   // on as the first allgather step's, while it is still in cache, instead of being read back
   // from memory in a separate pass.
   for (size_t p = 0; p < pieces.count; ++p) {
-    reduce_step_piece(mesh, data, pieces, reduce_send_segment(r, n - 2, n),
-                      reduce_recv_segment(r, n - 2, n), p, incoming.get(), reduction, deadline);
+    reduce_step_piece(mesh, in_place, pieces, n - 2, p, incoming.get(), reduction, deadline);
     gather_step_piece(mesh, data, pieces, gather_send_segment(r, 0, n),
                       gather_recv_segment(r, 0, n), p, element, deadline);
   }

@@ -18,9 +18,9 @@ struct Segments {
   size_t count(int i) const { return offsets[i + 1] - offsets[i]; }
 };
 
-// Rank r ends with segment r reduced over all ranks.
-void ring_reduce_scatter(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
-                         Deadline deadline);
+// Rank r ends with segment r reduced over all ranks in `output`; see ReduceBuffers.
+void ring_reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, const Segments& segments,
+                         Reduction reduction, Deadline deadline);
 
 // Every rank ends with every segment reduced over all ranks: a reduce-scatter whose last step
 // hands each reduced piece straight to the allgather.
