@@ -712,22 +712,29 @@ def test_collective(occl_pool, collective, backend):
     run_and_assert_no_failures(occl_pool, WORKERS[collective], collective, backend)
 
 
-# occl sends every buffer to every rank for all_reduce up to OCCL_DIRECT_ALLREDUCE_MAX_BYTES
-# (64 KiB) and uses a ring above it, so the small cases above only reach the ring through the
-# LARGE combos. A pool with the limit at 0 runs every all_reduce case through the ring
-# (including segments of zero elements when numel < world size).
-RING_ENV = {"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": "0"}
+# The size thresholds of occl's algorithms (torch_occl/csrc/tuning.hpp) leave most small cases
+# above on the direct paths. Pools with the thresholds at their extremes run every case through
+# the other algorithm: all_reduce through the ring (including segments of zero elements when
+# numel < world size), broadcast through the pipelined chain, both in pieces of 1000 bytes
+# (pieces that end mid-element and short last pieces).
+FORCED_ALGORITHMS = {
+    "ring all_reduce": ({"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": "0",
+                         "OCCL_PIPELINE_CHUNK_BYTES": "1000"}, "all_reduce"),
+    "chain broadcast": ({"OCCL_CHAIN_BROADCAST_MIN_BYTES": "1",
+                         "OCCL_PIPELINE_CHUNK_BYTES": "1000"}, "broadcast"),
+}
 
 
+@pytest.mark.parametrize("algorithm", list(FORCED_ALGORITHMS))
 @pytest.mark.parametrize("world_size", [2, 3, 4], ids=lambda n: f"ws{n}")
-def test_all_reduce_forced_ring(dist_pool, backend, world_size):
+def test_forced_algorithm(dist_pool, backend, world_size, algorithm):
     if backend != "occl":
-        pytest.skip("occl tuning variable")
-    pool = dist_pool(world_size, env=RING_ENV)
-    results = pool.run(w_all_reduce, backend, timeout=RUN_TIMEOUT)
+        pytest.skip("occl tuning variables")
+    env, collective = FORCED_ALGORITHMS[algorithm]
+    results = dist_pool(world_size, env=env).run(WORKERS[collective], backend, timeout=RUN_TIMEOUT)
     failures = [f for per_rank in results for f in per_rank]
     assert not failures, (
-        f"{len(failures)} failures in ring all_reduce at world size {world_size}:\n"
+        f"{len(failures)} failures in {algorithm} at world size {world_size}:\n"
         + "\n".join(failures[:60])
     )
 

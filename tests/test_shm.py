@@ -111,7 +111,7 @@ def test_forced_shm_across_hosts_names_the_remote_ranks():
 
 
 def w_killed_peer(rank, ws, transport):
-    n = 16 * 1024 * 1024  # 64 MiB of float32: still moving when rank 1 dies
+    n = 64 * 1024 * 1024  # 256 MiB of float32: well over 50 ms of work, still moving when rank 1 dies
     t = torch.ones(n)
     if rank == 1:
         dist.all_reduce(t, async_op=True)

@@ -80,7 +80,7 @@ def test_collectives_across_two_hosts_and_a_host_dying(two_hosts):
     # The port is picked on the test's own network, but namespace "a" has all its ports free.
     master = f"{ADDRESSES['a']}:{_free_port()}"
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "OCCL_TRANSPORT": "auto"}
     procs = {}
     try:
         for host, ranks in RANKS_ON.items():

@@ -14,14 +14,18 @@ struct Tuning {
   // reduce-scatter (+ allgather).
   // OCCL_DIRECT_ALLREDUCE_MAX_BYTES
   size_t direct_allreduce_max_bytes = 64 * 1024;
+  // broadcast from this many bytes on, to more than two ranks: a pipelined chain through every
+  // rank instead of the root sending to each. OCCL_CHAIN_BROADCAST_MIN_BYTES
+  size_t chain_broadcast_min_bytes = 512 * 1024;
   // Ring steps move their segment in pieces of at most this many bytes and reduce each piece as it
   // arrives, so the reduction reads cache-hot data. OCCL_PIPELINE_CHUNK_BYTES
   size_t pipeline_chunk_bytes = 256 * 1024;
   // Capacity of one shared-memory ring (one direction between two ranks). OCCL_SHM_RING_BYTES
   size_t shm_ring_bytes = 1024 * 1024;
-  // Passes over pending transfers without progress before a rank sleeps on its doorbell. Ranks
-  // that outnumber the cores never spin: their peers need the core. OCCL_SPIN_PASSES
-  int spin_passes = 2000;
+  // Microseconds a rank whose transfers stopped moving spins (yielding now and then) before it
+  // sleeps on its doorbell or in poll(). Ranks that outnumber the cores never spin: their peers
+  // need the core. OCCL_SPIN_US
+  int spin_us = 200;
   // Every collective first checks that all ranks call the same one (transport::OpSignature).
   // Turn off only to measure its cost; every rank must use the same value. OCCL_CHECK_SIGNATURES
   bool check_signatures = true;

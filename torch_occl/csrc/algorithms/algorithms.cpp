@@ -4,6 +4,7 @@
 
 #include "../tuning.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -112,8 +113,38 @@ void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
                  deadline);
 }
 
+// Large broadcasts to more than one rank: a pipelined chain root -> root+1 -> ... in pieces, so
+// that every rank copies the data once in and once out instead of the root copying it once per
+// rank. At step i a rank takes in piece i and passes piece i-1 on.
+void chain_broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline) {
+  const int n = mesh.size();
+  const int position = (mesh.rank() - root + n) % n;
+  const int next = (mesh.rank() + 1) % n;
+  const int previous = (mesh.rank() - 1 + n) % n;
+  const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes);
+  const size_t pieces = (bytes + chunk - 1) / chunk;
+  auto piece = [&](size_t i) { return std::make_pair(data + i * chunk, std::min(chunk, bytes - i * chunk)); };
+  for (size_t i = 0; i <= pieces; ++i) {
+    std::vector<transport::SendOp> sends;
+    std::vector<transport::RecvOp> recvs;
+    const size_t forward = position == 0 ? i : i - 1;  // the root has nothing to wait for
+    if (position < n - 1 && (position == 0 ? i < pieces : i >= 1)) {
+      auto [at, size] = piece(forward);
+      sends.push_back({next, at, size});
+    }
+    if (position > 0 && i < pieces) {
+      auto [at, size] = piece(i);
+      recvs.push_back({previous, at, size});
+    }
+    if (!sends.empty() || !recvs.empty()) mesh.exchange(sends, recvs, deadline);
+  }
+}
+
 void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline) {
   if (mesh.size() == 1 || bytes == 0) return;
+  if (mesh.size() > 2 && bytes >= Tuning::get().chain_broadcast_min_bytes) {
+    return chain_broadcast(mesh, static_cast<char*>(data), bytes, root, deadline);
+  }
   if (mesh.rank() != root) return mesh.exchange({}, {{root, data, bytes}}, deadline);
   std::vector<transport::SendOp> sends;
   for (int peer = 0; peer < mesh.size(); ++peer) {

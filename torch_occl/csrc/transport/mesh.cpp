@@ -18,6 +18,8 @@ namespace occl::transport {
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x4f43434c;  // "OCCL"
+// Idle passes between two yields of the core while spinning.
+constexpr int kYieldEvery = 64;
 // How often a rank asleep on its doorbell looks at its shared-memory peers' sockets.
 constexpr int kLivenessCheckMs = 50;
 
@@ -158,7 +160,7 @@ Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLin
   if (abort_fd_ < 0) throw_io(rank, "eventfd for", errno);
   const bool oversubscribed =
       shm_ && shm_->local_ranks().size() > std::max(1u, std::thread::hardware_concurrency());
-  spin_passes_ = oversubscribed ? 0 : Tuning::get().spin_passes;
+  spin_ = std::chrono::microseconds(oversubscribed ? 0 : Tuning::get().spin_us);
 }
 
 Mesh::~Mesh() { ::close(abort_fd_); }
@@ -285,6 +287,7 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
     recvs.push_back(Transfer{op.peer, static_cast<char*>(op.data), op.bytes, FrameHeader{}});
   }
 
+  Clock::time_point idle_since{};  // when passes stopped moving bytes
   int idle_passes = 0;
   for (;;) {
     if (aborted_) throw TransportError(TransportError::Kind::Aborted, "the communicator was aborted");
@@ -293,14 +296,21 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
     Pass pass = progress(sends, recvs);
     if (!pass.pending) return;
     if (pass.moved) {
-      idle_passes = 0;
+      idle_since = Clock::time_point{};
       continue;
     }
-    if (millis_until(deadline) == 0) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
       throw TransportError(TransportError::Kind::Timeout, describe_pending(sends, recvs, waiting));
     }
-    if (++idle_passes <= spin_passes_) {
-      cpu_relax();
+    if (idle_since == Clock::time_point{}) idle_since = now;
+    if (now - idle_since < spin_) {
+      // Mostly pause; now and then yield, in case a thread this rank needs shares the core.
+      if (++idle_passes % kYieldEvery == 0) {
+        std::this_thread::yield();
+      } else {
+        cpu_relax();
+      }
       continue;
     }
     if (!pass.waits_on_tcp) {

@@ -17,6 +17,7 @@
 #include "socket.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -114,7 +115,7 @@ class Mesh {
   int size_;
   std::vector<Link> links_;
   std::unique_ptr<ShmLinks> shm_;
-  int spin_passes_;
+  std::chrono::microseconds spin_;  // how long a waiting rank spins before it sleeps
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up
 };
