@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent(
@@ -50,29 +52,37 @@ EXIT_SCRIPT = textwrap.dedent(
     import torch.distributed as dist
     import torch_occl
 
-    rank = int(sys.argv[2])
-    dist.init_process_group("occl", init_method=sys.argv[1], rank=rank, world_size=2,
+    init_method, rank, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    dist.init_process_group("occl", init_method=init_method, rank=rank, world_size=2,
                             timeout=datetime.timedelta(seconds=60))
     torch.set_num_threads(1)
     t = torch.ones(16 << 20)
     for _ in range(3):
-        dist.all_reduce(t)
+        if kind == "collective":
+            dist.all_reduce(t)
+        elif rank == 0:
+            dist.send(t * 2, dst=1)
+        else:
+            dist.recv(t, src=0)
     print("done", t[0].item())
     # no destroy_process_group(): the interpreter exits right after the last op
     """
 )
 
 
-def test_interpreter_exits_cleanly_right_after_large_ops(tmp_path):
-    # A worker thread that still held the last op's tensors used to wait for the GIL while the
-    # interpreter shut down, and was killed inside a destructor: "terminate called", SIGABRT.
+@pytest.mark.parametrize("kind", ["collective", "p2p"])
+def test_interpreter_exits_cleanly_right_after_large_ops(tmp_path, kind):
+    # A worker (or p2p) thread that still held the last op's tensors used to wait for the GIL
+    # while the interpreter shut down, and was killed inside a destructor: "terminate called".
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     init = f"file://{tmp_path / 'rendezvous'}"
+    expected = {"collective": ["done 8.0"] * 2, "p2p": ["done 1.0", "done 2.0"]}[kind]
     for attempt in range(3):
-        procs = [subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT, init + str(attempt), str(r)],
+        procs = [subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT, init + str(attempt), str(r),
+                                   kind],
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True) for r in range(2)]
         for rank, proc in enumerate(procs):
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, f"rank {rank} exited with {proc.returncode}: {err}"
-            assert out.strip() == "done 8.0", out
+            assert out.strip() == expected[rank], out

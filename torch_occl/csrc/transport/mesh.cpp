@@ -165,14 +165,6 @@ Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLin
 
 Mesh::~Mesh() { ::close(abort_fd_); }
 
-std::vector<int> Mesh::shm_peers() const {
-  std::vector<int> peers;
-  for (int r = 0; r < size_; ++r) {
-    if (links_[r].in) peers.push_back(r);
-  }
-  return peers;
-}
-
 void Mesh::abort() {
   aborted_ = true;
   uint64_t one = 1;

@@ -72,8 +72,6 @@ class Mesh {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // The ranks this one reaches through shared memory.
-  std::vector<int> shm_peers() const;
 
   // Runs every send and receive to completion, or throws TransportError (timeout, a closed
   // peer, a bad frame, abort). At most one send and one receive per peer per call.

@@ -67,18 +67,6 @@ std::exception_ptr size_mismatch(int peer, int64_t tag, size_t expected, size_t 
                    std::to_string(expected));
 }
 
-// Calls a request's completion; an exception from it (a bug in a callback) must not end the
-// engine's thread, which serves every other request.
-void complete(const P2PEngine::Completion& callback, std::exception_ptr failure, int source) {
-  try {
-    callback(failure, source);
-  } catch (const std::exception& e) {
-    LOG(ERROR) << "occl: a point-to-point completion threw: " << e.what();
-  } catch (...) {
-    LOG(ERROR) << "occl: a point-to-point completion threw";
-  }
-}
-
 // Receives bytes into `data`: how many, 0 when the socket has none now; throws when it closed.
 size_t read_some(int fd, int peer, void* data, size_t bytes) {
   if (bytes == 0) return 0;
@@ -118,6 +106,12 @@ struct P2PEngine::State {
 
   std::mutex inbox_mutex;
   std::vector<std::function<void(State&)>> inbox;
+  // Completions that have run, destroyed by the next send()/recv() or by the engine's
+  // destructor on the caller's thread, never here: they hold tensors, and dropping a tensor
+  // Python also holds takes the GIL, which a thread cannot wait for while the interpreter exits.
+  std::vector<Completion> finished;  // guarded by inbox_mutex
+
+  void complete(Completion& callback, std::exception_ptr failure, int source);
 
   void fail_link(int peer, TransportError::Kind kind, const std::string& why);
   void fail_all(TransportError::Kind kind, const std::string& why);
@@ -132,6 +126,20 @@ struct P2PEngine::State {
 
   ~State() { ::close(wake_fd); }
 };
+
+// Calls a request's completion and keeps it for the caller's thread to drop. An exception from
+// it (a bug in a callback) must not end the engine's thread, which serves every other request.
+void P2PEngine::State::complete(Completion& callback, std::exception_ptr failure, int source) {
+  try {
+    callback(failure, source);
+  } catch (const std::exception& e) {
+    LOG(ERROR) << "occl: a point-to-point completion threw: " << e.what();
+  } catch (...) {
+    LOG(ERROR) << "occl: a point-to-point completion threw";
+  }
+  std::lock_guard<std::mutex> lock(inbox_mutex);
+  finished.push_back(std::move(callback));
+}
 
 bool P2PEngine::State::every_link_failed() const {
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
@@ -405,9 +413,11 @@ P2PEngine::~P2PEngine() {
 }
 
 void P2PEngine::post(std::function<void(State&)> request) {
+  std::vector<Completion> finished;  // destroyed here, on the caller's thread, after the lock
   {
     std::lock_guard<std::mutex> lock(state_->inbox_mutex);
     state_->inbox.push_back(std::move(request));
+    finished.swap(state_->finished);
   }
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(state_->wake_fd, &one, sizeof(one));

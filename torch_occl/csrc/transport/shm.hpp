@@ -88,8 +88,7 @@ class ShmLinks {
   bool reaches(int peer) const { return local_index_.at(peer) >= 0; }
   ByteRing& to(int peer) { return rings_[index(local_index_[rank_], local_index_[peer])]; }
   ByteRing& from(int peer) { return rings_[index(local_index_[peer], local_index_[rank_])]; }
-  Doorbell& doorbell(int rank) { return doorbells_[local_index_.at(rank)]; }
-  Doorbell& own_doorbell() { return doorbell(rank_); }
+  Doorbell& own_doorbell() { return doorbells_[local_index_[rank_]]; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
 
   // Bytes of shared memory a group of `local` ranks maps with rings of `ring_bytes`.
