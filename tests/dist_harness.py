@@ -38,6 +38,15 @@ import traceback
 
 # Backend the suite runs against; `OCCL_TEST_BACKEND=gloo` develops the suite against gloo.
 BACKEND = os.environ.get("OCCL_TEST_BACKEND", "occl")
+
+
+def occl_only(reason: str):
+    """A pytest mark (for `pytestmark` or a test) that skips unless the backend is occl."""
+    import pytest  # not at the top: worker processes import this module too
+
+    return pytest.mark.skipif(BACKEND != "occl", reason=reason)
+
+
 # Default process-group timeout inside the workers, in seconds.
 DEFAULT_GROUP_TIMEOUT = float(os.environ.get("OCCL_TEST_GROUP_TIMEOUT", "20"))
 # How long a pool may take to start (spawn + import torch + init_process_group on every rank).

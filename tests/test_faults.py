@@ -6,7 +6,6 @@ in a hang or a crash. (A killed peer: tests/test_shm.py, per transport.)
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from datetime import timedelta
@@ -15,10 +14,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from dist_harness import DistPool
+from dist_harness import occl_only
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("OCCL_TEST_BACKEND", "occl") != "occl", reason="occl's own error texts")
+pytestmark = occl_only("occl's own error texts")
 
 N = 1024
 

@@ -15,10 +15,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from dist_harness import DistPool
+from dist_harness import DistPool, occl_only
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("OCCL_TEST_BACKEND", "occl") != "occl", reason="occl's own transport")
+pytestmark = occl_only("occl's own transport")
 
 REGION = "memfd:occl"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import random
 
-import pytest
 import torch
 import torch.distributed as dist
 
-pytestmark = pytest.mark.skipif(os.environ.get("OCCL_TEST_BACKEND", "occl") != "occl",
-                                reason="measures occl's own memory and descriptors")
+from dist_harness import occl_only
+
+pytestmark = occl_only("measures occl's own memory and descriptors")
 
 COLLECTIVES = 5000
 OPS = ["all_reduce_sum", "all_reduce_max", "broadcast", "all_gather_into_tensor",

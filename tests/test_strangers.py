@@ -21,8 +21,9 @@ import time
 import pytest
 import torch.distributed as dist
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("OCCL_TEST_BACKEND", "occl") != "occl", reason="occl's bootstrap")
+from dist_harness import occl_only
+
+pytestmark = occl_only("occl's bootstrap")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.path.join(REPO, "tests", "scripts", "stranger_target.py")

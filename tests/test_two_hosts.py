@@ -19,8 +19,9 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("OCCL_TEST_BACKEND", "occl") != "occl", reason="occl's transports")
+from dist_harness import occl_only
+
+pytestmark = occl_only("occl's transports")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(REPO, "tests", "scripts", "two_hosts_worker.py")

@@ -36,8 +36,6 @@ std::string address_key(const std::string& channel, int rank) {
 }
 std::string secret_key(const std::string& channel) { return "occl/" + channel + "/secret"; }
 
-std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
 Secret make_secret() {
   std::random_device device;  // reads the OS entropy pool
   Secret secret;
@@ -150,9 +148,7 @@ void accept_members(const Socket& listener, int rank, int size, const Secret& se
 Socket connect_member(c10d::Store& store, int rank, int size, int peer, const Secret& secret,
                       const BootstrapOptions& options, Deadline deadline) {
   const std::string key = address_key(options.channel, peer);
-  store.wait({key}, options.timeout);
-  auto value = store.get(key);
-  std::istringstream in(std::string(value.begin(), value.end()));
+  std::istringstream in(wait_text(store, key, options.timeout));
   std::string host;
   int port = 0;
   in >> host >> port;
@@ -171,6 +167,17 @@ Socket connect_member(c10d::Store& store, int rank, int size, int peer, const Se
 
 }  // namespace
 
+void set_text(c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::string wait_text(c10d::Store& store, const std::string& key,
+                      std::chrono::milliseconds timeout) {
+  store.wait({key}, timeout);
+  auto value = store.get(key);
+  return std::string(value.begin(), value.end());
+}
+
 std::vector<Socket> connect_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                   int size, const BootstrapOptions& options) {
   std::vector<Socket> peers(static_cast<size_t>(size));
@@ -180,7 +187,7 @@ std::vector<Socket> connect_group(const c10::intrusive_ptr<c10d::Store>& store, 
   Socket listener = Socket::listen(options.bind_address);
   std::string address = advertised_host(options.bind_address) + " " +
                         std::to_string(listener.port());
-  store->set(address_key(options.channel, rank), to_bytes(address));
+  set_text(*store, address_key(options.channel, rank), address);
   Secret secret = exchange_secret(*store, rank, options);
 
   for (int peer = 0; peer < rank; ++peer) {

@@ -25,6 +25,10 @@ struct BootstrapOptions {
   std::string channel;                // names this set of links' store keys ("collective", "p2p")
 };
 
+// Store values as text: `set_text` writes one, `wait_text` waits (up to `timeout`) and reads one.
+void set_text(c10d::Store& store, const std::string& key, const std::string& value);
+std::string wait_text(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout);
+
 // One connection to every other rank (links[rank] stays invalid). Every rank of the group must
 // call it with the same channel.
 std::vector<Socket> connect_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,

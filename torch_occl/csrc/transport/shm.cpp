@@ -1,5 +1,7 @@
 #include "shm.hpp"
 
+#include "bootstrap.hpp"
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <fcntl.h>
@@ -26,10 +28,6 @@ constexpr size_t kLine = 128;
 // Bytes a ring side copies before it publishes them: small enough that both sides of a large
 // message copy at once, large enough that publishing costs nothing next to the copy.
 constexpr size_t kSliceBytes = 64 * 1024;
-
-[[noreturn]] void throw_system(const std::string& what, int err = errno) {
-  throw TransportError(TransportError::Kind::System, what + ": " + std::strerror(err));
-}
 
 size_t round_up_pow2(size_t n) {
   size_t p = 4096;
@@ -67,15 +65,6 @@ std::string host_identity() {
      << namespace_inode("/proc/self/ns/net");
   if (const char* extra = std::getenv("OCCL_HOST_ID")) id << '/' << extra;
   return id.str();
-}
-
-std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
-std::string get_string(c10d::Store& store, const std::string& key,
-                       std::chrono::milliseconds timeout) {
-  store.wait({key}, timeout);
-  auto value = store.get(key);
-  return std::string(value.begin(), value.end());
 }
 
 struct Mapping {
@@ -239,12 +228,12 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
                                                 int rank, int size, const ShmOptions& options) {
   if (options.mode == TransportMode::Tcp || size == 1) return nullptr;
   const std::string identity = host_identity();
-  store->set("occl/shm/host/" + std::to_string(rank), to_bytes(identity));
+  set_text(*store, "occl/shm/host/" + std::to_string(rank), identity);
   std::vector<int> local_ranks;
   std::vector<int> remote_ranks;
   for (int r = 0; r < size; ++r) {
     bool same = r == rank ||
-                get_string(*store, "occl/shm/host/" + std::to_string(r), options.timeout) == identity;
+                wait_text(*store, "occl/shm/host/" + std::to_string(r), options.timeout) == identity;
     (same ? local_ranks : remote_ranks).push_back(r);
   }
   if (options.mode == TransportMode::Shm && !remote_ranks.empty()) {
@@ -268,17 +257,17 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
     if (rank == leader) {
       leader_fd = create_region(bytes);
       mapping = map_region(leader_fd, bytes);
-      store->set(region_key, to_bytes(std::to_string(::getpid()) + " " + std::to_string(leader_fd)));
+      set_text(*store, region_key, std::to_string(::getpid()) + " " + std::to_string(leader_fd));
     } else {
-      mapping = open_region(get_string(*store, region_key, options.timeout), bytes);
+      mapping = open_region(wait_text(*store, region_key, options.timeout), bytes);
     }
   } catch (const TransportError& e) {
     failure = e.what();
   }
-  store->set("occl/shm/mapped/" + std::to_string(rank), to_bytes(failure));
+  set_text(*store, "occl/shm/mapped/" + std::to_string(rank), failure);
   std::string first_failure;
   for (int r : local_ranks) {
-    std::string answer = get_string(*store, "occl/shm/mapped/" + std::to_string(r), options.timeout);
+    std::string answer = wait_text(*store, "occl/shm/mapped/" + std::to_string(r), options.timeout);
     if (!answer.empty() && first_failure.empty()) {
       first_failure = "rank " + std::to_string(r) + ": " + answer;
     }

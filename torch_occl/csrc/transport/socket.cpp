@@ -15,11 +15,12 @@
 #include <thread>
 
 namespace occl::transport {
-namespace {
 
-[[noreturn]] void throw_system(const std::string& what, int err = errno) {
+void throw_system(const std::string& what, int err) {
   throw TransportError(TransportError::Kind::System, what + ": " + std::strerror(err));
 }
+
+namespace {
 
 void make_nonblocking(int fd) {
   int flags = fcntl(fd, F_GETFL, 0);

@@ -4,6 +4,7 @@
 // occl can hang past its timeout.
 #pragma once
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <stdexcept>
@@ -27,6 +28,9 @@ class TransportError : public std::runtime_error {
  private:
   Kind kind_;
 };
+
+// Throws TransportError(System) "<what>: <strerror(err)>".
+[[noreturn]] void throw_system(const std::string& what, int err = errno);
 
 class Socket {
  public:
