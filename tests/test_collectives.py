@@ -714,14 +714,22 @@ def test_collective(occl_pool, collective, backend):
 
 # The size thresholds of occl's algorithms (torch_occl/csrc/tuning.hpp) leave most small cases
 # above on the direct paths. Pools with the thresholds at their extremes run every case through
-# the other algorithm: all_reduce through the ring (including segments of zero elements when
-# numel < world size), broadcast through the pipelined chain, both in pieces of 1000 bytes
-# (pieces that end mid-element and short last pieces).
+# the other algorithms, in pieces of 1000 bytes (pieces that end mid-element and short last
+# pieces): all_reduce through the ring (including segments of zero elements when numel < world
+# size), broadcast through the pipelined chain, and the single-copy algorithms (ranks copying
+# straight out of each other's tensors), which the ranks of one host run for large messages.
+NO_SINGLE_COPY = {"OCCL_SINGLE_COPY_MIN_BYTES": str(1 << 62)}
+SINGLE_COPY = {"OCCL_SINGLE_COPY_MIN_BYTES": "0", "OCCL_PIPELINE_CHUNK_BYTES": "1000"}
 FORCED_ALGORITHMS = {
     "ring all_reduce": ({"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": "0",
-                         "OCCL_PIPELINE_CHUNK_BYTES": "1000"}, "all_reduce"),
+                         "OCCL_PIPELINE_CHUNK_BYTES": "1000", **NO_SINGLE_COPY}, "all_reduce"),
     "chain broadcast": ({"OCCL_CHAIN_BROADCAST_MIN_BYTES": "1",
-                         "OCCL_PIPELINE_CHUNK_BYTES": "1000"}, "broadcast"),
+                         "OCCL_PIPELINE_CHUNK_BYTES": "1000", **NO_SINGLE_COPY}, "broadcast"),
+    "single-copy all_reduce": ({"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": "0", **SINGLE_COPY},
+                               "all_reduce"),
+    "single-copy broadcast": (SINGLE_COPY, "broadcast"),
+    "single-copy all_gather_into_tensor": (SINGLE_COPY, "all_gather_into_tensor"),
+    "single-copy reduce_scatter_tensor": (SINGLE_COPY, "reduce_scatter_tensor"),
 }
 
 

@@ -461,6 +461,18 @@ def test_extended_collective(occl_pool, collective, backend):
     run_and_assert_no_failures(occl_pool, WORKERS[collective], collective, backend)
 
 
+# Ranks on one host copy every alltoall slice of at least OCCL_SINGLE_COPY_MIN_BYTES straight out
+# of the sender's tensor and pass smaller ones through shared memory, decided pair by pair: at
+# 40 bytes the uneven splits above mix both kinds in one call.
+@pytest.mark.parametrize("collective", ["all_to_all_single", "all_to_all"])
+@pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
+def test_alltoall_mixes_single_copy_and_rings(dist_pool, backend, world_size, collective):
+    if backend != "occl":
+        pytest.skip("occl tuning variables")
+    pool = dist_pool(world_size, env={"OCCL_SINGLE_COPY_MIN_BYTES": "40"})
+    run_and_assert_no_failures(pool, WORKERS[collective], collective, backend)
+
+
 # ---------------------------------------------------------------------------------------------
 # Async forms, futures, and mixing with the minimal tier
 # ---------------------------------------------------------------------------------------------

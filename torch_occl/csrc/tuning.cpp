@@ -26,6 +26,7 @@ const Tuning& Tuning::get() {
     override_from_env("OCCL_DIRECT_ALLREDUCE_MAX_BYTES", t.direct_allreduce_max_bytes);
     override_from_env("OCCL_CHAIN_BROADCAST_MIN_BYTES", t.chain_broadcast_min_bytes);
     override_from_env("OCCL_PIPELINE_CHUNK_BYTES", t.pipeline_chunk_bytes);
+    override_from_env("OCCL_SINGLE_COPY_MIN_BYTES", t.single_copy_min_bytes);
     override_from_env("OCCL_SHM_RING_BYTES", t.shm_ring_bytes);
     override_from_env("OCCL_SPIN_US", t.spin_us);
     override_from_env("OCCL_CHECK_SIGNATURES", t.check_signatures);

@@ -1,6 +1,7 @@
 #include "algorithms.hpp"
 
 #include "ring.hpp"
+#include "single_copy.hpp"
 
 #include "../tuning.hpp"
 
@@ -55,6 +56,10 @@ void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadli
   const int n = mesh.size();
   if (n == 1 || count == 0) return;
   if (is_small(count, reduction, n)) return direct_allreduce(mesh, data, count, reduction, deadline);
+  const size_t bytes = count * kernels::element_size(reduction.dtype);
+  if (single_copy::applies(mesh, bytes)) {
+    return single_copy::allreduce(mesh, static_cast<char*>(data), count, reduction, deadline);
+  }
   ring_allreduce(mesh, static_cast<char*>(data), Segments::even(count, n), reduction, deadline);
 }
 
@@ -103,12 +108,18 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
                     block_count, reduction.dtype, reduction.op);
     return;
   }
+  if (single_copy::applies(mesh, block_count * kernels::element_size(reduction.dtype) * mesh.size())) {
+    return single_copy::reduce_scatter(mesh, buffers, block_count, reduction, deadline);
+  }
   ring_reduce_scatter(mesh, buffers, Segments::blocks(block_count, mesh.size()), reduction,
                       deadline);
 }
 
 void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
   if (mesh.size() == 1 || block_bytes == 0) return;
+  if (single_copy::applies(mesh, block_bytes * mesh.size())) {
+    return single_copy::allgather(mesh, static_cast<char*>(data), block_bytes, deadline);
+  }
   ring_allgather(mesh, static_cast<char*>(data), Segments::blocks(block_bytes, mesh.size()), 1,
                  deadline);
 }
@@ -142,6 +153,9 @@ void chain_broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline de
 
 void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline) {
   if (mesh.size() == 1 || bytes == 0) return;
+  if (single_copy::applies(mesh, bytes)) {
+    return single_copy::broadcast(mesh, static_cast<char*>(data), bytes, root, deadline);
+  }
   if (mesh.size() > 2 && bytes >= Tuning::get().chain_broadcast_min_bytes) {
     return chain_broadcast(mesh, static_cast<char*>(data), bytes, root, deadline);
   }
@@ -183,6 +197,9 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
     throw std::invalid_argument("alltoall: this rank sends itself " +
                                 std::to_string(send_slices[r].bytes) + " bytes but expects " +
                                 std::to_string(recv_slices[r].bytes));
+  }
+  if (mesh.peer_memory()) {
+    return single_copy::alltoall(mesh, send, send_slices, recv, recv_slices, deadline);
   }
   std::memcpy(recv + recv_slices[r].offset, send + send_slices[r].offset, send_slices[r].bytes);
   std::vector<transport::SendOp> sends;

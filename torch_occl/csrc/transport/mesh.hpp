@@ -84,6 +84,10 @@ class Mesh {
   // TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
   void agree(const OpSignature& mine, Deadline deadline);
 
+  // Copies straight from and into other ranks' memory, when every rank of the group may (all on
+  // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.
+  const PeerMemory* peer_memory() const { return shm_ ? shm_->peer_memory() : nullptr; }
+
   // Makes any current and future exchange throw TransportError::Kind::Aborted. Thread-safe.
   void abort();
 

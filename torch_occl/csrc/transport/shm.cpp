@@ -1,6 +1,7 @@
 #include "shm.hpp"
 
 #include "bootstrap.hpp"
+#include "peer_memory.hpp"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -224,6 +225,35 @@ TransportMode transport_mode_from_env() {
                        "OCCL_TRANSPORT is '" + mode + "', expected auto, tcp or shm");
 }
 
+namespace {
+
+// Whether every rank may copy from and into every other's memory (peer_memory.hpp): each rank
+// tells the others its pid and probe address, reads every peer's probe, and says whether all
+// worked; all read every answer, so they agree. nullptr when any pair cannot.
+std::unique_ptr<PeerMemory> probe_peer_memory(c10d::Store& store, int rank, int size,
+                                              std::chrono::milliseconds timeout) {
+  auto key = [](const char* what, int r) { return "occl/shm/" + std::string(what) + "/" + std::to_string(r); };
+  set_text(store, key("pid", rank),
+           std::to_string(::getpid()) + " " + std::to_string(PeerMemory::probe_address()));
+  std::vector<pid_t> pids(static_cast<size_t>(size));
+  std::string failure;
+  for (int r = 0; r < size; ++r) {
+    std::istringstream in(wait_text(store, key("pid", r), timeout));
+    uint64_t address = 0;
+    in >> pids[r] >> address;
+    if (r != rank && failure.empty()) {
+      std::string why = PeerMemory::probe(pids[r], address);
+      if (!why.empty()) failure = "rank " + std::to_string(rank) + " cannot read rank " + std::to_string(r) + ": " + why;
+    }
+  }
+  set_text(store, key("peer-memory", rank), failure);
+  bool all_can = true;
+  for (int r = 0; r < size; ++r) all_can &= wait_text(store, key("peer-memory", r), timeout).empty();
+  return all_can ? std::make_unique<PeerMemory>(std::move(pids)) : nullptr;
+}
+
+}  // namespace
+
 std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
                                                 int rank, int size, const ShmOptions& options) {
   if (options.mode == TransportMode::Tcp || size == 1) return nullptr;
@@ -281,8 +311,11 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
     }
     return nullptr;  // auto: TCP carries everything
   }
-  return std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base, mapping.bytes,
-                                    options.ring_bytes);
+  const bool whole_group_local = local_ranks.size() == static_cast<size_t>(size);
+  auto links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
+                                          mapping.bytes, options.ring_bytes);
+  if (whole_group_local) links->set_peer_memory(probe_peer_memory(*store, rank, size, options.timeout));
+  return links;
 }
 
 }  // namespace occl::transport

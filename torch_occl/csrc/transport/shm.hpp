@@ -9,6 +9,7 @@
 // A ring carries the same framed byte stream as a TCP socket, so the Mesh treats both alike.
 #pragma once
 
+#include "peer_memory.hpp"
 #include "socket.hpp"
 
 #include <c10/util/intrusive_ptr.h>
@@ -90,6 +91,10 @@ class ShmLinks {
   ByteRing& from(int peer) { return rings_[index(local_index_[peer], local_index_[rank_])]; }
   Doorbell& own_doorbell() { return doorbells_[local_index_[rank_]]; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
+  // Direct copies from and into peers' memory: only when the whole group is on this host and
+  // every pair of ranks may (see peer_memory.hpp); nullptr otherwise.
+  const PeerMemory* peer_memory() const { return peer_memory_.get(); }
+  void set_peer_memory(std::unique_ptr<PeerMemory> memory) { peer_memory_ = std::move(memory); }
 
   // Bytes of shared memory a group of `local` ranks maps with rings of `ring_bytes`.
   static size_t region_bytes(int local, size_t ring_bytes);
@@ -104,6 +109,7 @@ class ShmLinks {
   size_t bytes_;
   std::vector<Doorbell> doorbells_;
   std::vector<ByteRing> rings_;  // [from * local + to]; the diagonal is unused
+  std::unique_ptr<PeerMemory> peer_memory_;
 };
 
 // Finds the ranks that share this rank's host (same kernel boot, user, and network and pid

@@ -1,0 +1,131 @@
+"""When ranks copy straight out of each other's tensors, and when they must not.
+
+Ranks on one host run the single-copy algorithms for large messages (process_vm_readv/writev,
+torch_occl/csrc/transport/peer_memory.hpp) only when every rank may read every other's memory:
+each group probes every pair when it forms. Their results are checked case by case in
+test_collectives (forced single-copy algorithms) and test_extended_ops (alltoall); this file checks
+the decision. A container's policy can forbid the system calls to one process only, so one rank
+that may not read its peers must turn the single copies off for the whole group, not only for
+itself (otherwise the ranks would run different algorithms and fail, or hang).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from dist_harness import DistPool, occl_only
+
+pytestmark = occl_only("occl's own transport")
+
+# (seccomp, process_vm_readv, process_vm_writev) system call numbers.
+SYSCALLS = {"x86_64": (317, 310, 311), "aarch64": (277, 270, 271)}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _deny_cross_memory_attach():
+    """Makes process_vm_readv/writev fail with EPERM in every thread of this process, as a
+    seccomp policy does (a classic BPF filter on the system call number)."""
+    seccomp, readv, writev = SYSCALLS[platform.machine()]
+    load_nr, jump_if_equal, ret = 0x20, 0x15, 0x06
+    program = [
+        (load_nr, 0, 0, 0),               # seccomp_data.nr
+        (jump_if_equal, 2, 0, readv),     # -> deny
+        (jump_if_equal, 1, 0, writev),    # -> deny
+        (ret, 0, 0, 0x7FFF0000),          # SECCOMP_RET_ALLOW
+        (ret, 0, 0, 0x00050000 | errno.EPERM),  # SECCOMP_RET_ERRNO
+    ]
+    filters = (_SockFilter * len(program))(*[_SockFilter(*i) for i in program])
+    fprog = _SockFprog(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0, os.strerror(ctypes.get_errno())  # NO_NEW_PRIVS
+    set_filter, tsync = 1, 1  # SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC
+    assert libc.syscall(seccomp, set_filter, tsync, ctypes.byref(fprog)) == 0, \
+        os.strerror(ctypes.get_errno())
+
+
+def _can_read(pid: int) -> bool:
+    """Whether process_vm_readv of a byte of `pid` (its argv on the stack) works from here."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(f"/proc/{pid}/stat") as stat:
+        arg_start = int(stat.read().rsplit(")", 1)[1].split()[45])
+    byte = ctypes.create_string_buffer(1)
+    local = (ctypes.c_void_p * 2)(ctypes.cast(byte, ctypes.c_void_p), 1)
+    remote = (ctypes.c_void_p * 2)(arg_start, 1)
+    return libc.process_vm_readv(pid, local, 1, remote, 1, 0) == 1
+
+
+def w_one_rank_denied(rank, ws):
+    """Rank 1 may not read its peers' memory; the others may read everyone's. A new group must
+    agree on the rings, and give the right results for messages far above the single-copy
+    threshold."""
+    warnings.simplefilter("ignore", FutureWarning)
+    parent = os.getppid()
+    could_read = _can_read(parent)
+    if rank == 1:
+        _deny_cross_memory_attach()
+    reads_after = _can_read(parent)
+    group = dist.new_group(backend="occl")
+    count = 1 << 20  # 4 MiB of float32 per rank
+    problems = []
+
+    t = torch.full((count,), float(rank + 1))
+    dist.all_reduce(t, group=group)
+    if not torch.equal(t, torch.full((count,), ws * (ws + 1) / 2)):
+        problems.append(f"all_reduce: {t[:4].tolist()}")
+
+    t = torch.full((count,), float(rank + 1))
+    dist.broadcast(t, src=ws - 1, group=group)
+    if not torch.equal(t, torch.full((count,), float(ws))):
+        problems.append(f"broadcast: {t[:4].tolist()}")
+
+    per = count // ws
+    send = torch.arange(per * ws, dtype=torch.float32) + 1000 * rank
+    out = torch.empty(per * ws)
+    dist.all_to_all_single(out, send, group=group)
+    expected = torch.cat([torch.arange(rank * per, (rank + 1) * per, dtype=torch.float32) + 1000 * j
+                          for j in range(ws)])
+    if not torch.equal(out, expected):
+        problems.append(f"all_to_all_single: {out[:4].tolist()}")
+
+    gathered = torch.empty(count * ws)
+    dist.all_gather_into_tensor(gathered, torch.full((count,), float(rank)), group=group)
+    if not torch.equal(gathered, torch.arange(ws, dtype=torch.float32).repeat_interleave(count)):
+        problems.append(f"all_gather_into_tensor: {gathered[::count].tolist()}")
+
+    block = torch.empty(count)
+    dist.reduce_scatter_tensor(block, torch.full((count * ws,), float(rank + 1)), group=group)
+    if not torch.equal(block, torch.full((count,), ws * (ws + 1) / 2)):
+        problems.append(f"reduce_scatter_tensor: {block[:4].tolist()}")
+
+    dist.destroy_process_group(group)
+    return could_read, reads_after, problems
+
+
+@pytest.mark.skipif(platform.machine() not in SYSCALLS, reason="seccomp numbers for this CPU")
+@pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
+def test_one_rank_without_cross_memory_attach_turns_it_off_for_all(world_size):
+    # A pool of its own: the seccomp filter cannot be taken back.
+    with DistPool(world_size, "occl") as pool:
+        results = pool.run(w_one_rank_denied, timeout=120)
+    could_read = [r[0] for r in results]
+    if not all(could_read):
+        pytest.skip("this machine forbids cross-memory attach already: nothing to turn off")
+    assert [r[1] for r in results] == [rank != 1 for rank in range(world_size)], \
+        "the seccomp filter did not take effect on rank 1 alone"
+    assert [r[2] for r in results] == [[]] * world_size

@@ -1,0 +1,200 @@
+#include "single_copy.hpp"
+
+#include "ring.hpp"
+
+#include "../tuning.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace occl::algorithms::single_copy {
+namespace {
+
+using transport::PeerMemory;
+
+// A buffer in another rank's address space.
+struct Region {
+  uint64_t address;
+  uint64_t bytes;
+};
+
+uint64_t address_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// Tells every rank j about for_peer[j] (for_peer[rank] is unused); returns what each told us.
+std::vector<Region> swap_regions(Mesh& mesh, const std::vector<Region>& for_peer,
+                                 Deadline deadline) {
+  std::vector<Region> from_peer(for_peer.size());
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> recvs;
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    if (peer == mesh.rank()) continue;
+    sends.push_back({peer, &for_peer[peer], sizeof(Region)});
+    recvs.push_back({peer, &from_peer[peer], sizeof(Region)});
+  }
+  mesh.exchange(sends, recvs, deadline);
+  return from_peer;
+}
+
+// Every rank shows every other the same buffer.
+std::vector<Region> share(Mesh& mesh, const void* data, size_t bytes, Deadline deadline) {
+  return swap_regions(mesh, std::vector<Region>(mesh.size(), {address_of(data), bytes}), deadline);
+}
+
+// Peers in the order this rank visits them: starting after itself, so that ranks do not all
+// read from rank 0 first.
+std::vector<int> peers_from(const Mesh& mesh) {
+  std::vector<int> peers;
+  for (int i = 1; i < mesh.size(); ++i) peers.push_back((mesh.rank() + i) % mesh.size());
+  return peers;
+}
+
+// Reduces segment r (this rank's) of every rank's `inputs` into `output`, in pieces of
+// Tuning::pipeline_chunk_bytes: each piece is copied from the peers into a small staging buffer
+// that stays in cache and folded there, in rank order, so that the bits do not depend on r.
+// `to_peers`: also write each reduced piece, while it is in cache, into the peers' buffers (the
+// same place in theirs as in `inputs`). Only this rank reads or writes segment r of a peer's
+// buffer, and it reads each piece before it writes it, so no peer has to wait for another.
+void reduce_own_segment(Mesh& mesh, const std::vector<Region>& inputs, const char* input,
+                        char* output, const Segments& segments, Reduction reduction,
+                        bool to_peers) {
+  const PeerMemory& memory = *mesh.peer_memory();
+  const int n = mesh.size();
+  const int r = mesh.rank();
+  const size_t element = kernels::element_size(reduction.dtype);
+  const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes / element);
+  std::unique_ptr<char[]> staging(new char[chunk * element * n]);
+  std::vector<const void*> sources(n);
+  for (size_t done = 0; done < segments.count(r); done += chunk) {
+    const size_t bytes = std::min(chunk, segments.count(r) - done) * element;
+    const size_t offset = segments.begin(r) * element + done * element;
+    for (int peer : peers_from(mesh)) {
+      char* slot = staging.get() + chunk * element * peer;
+      memory.read(peer, inputs[peer].address + offset, slot, bytes);
+      sources[peer] = slot;
+    }
+    sources[r] = input + offset;
+    char* reduced = output + done * element;
+    kernels::reduce(reduced, sources.data(), n, bytes / element, reduction.dtype, reduction.op);
+    if (!to_peers) continue;
+    for (int peer : peers_from(mesh)) memory.write(peer, inputs[peer].address + offset, reduced, bytes);
+  }
+}
+
+// Copies segment j of rank j's buffer into segment j of `data`, for every peer j.
+void gather_segments(Mesh& mesh, const std::vector<Region>& buffers, char* data,
+                     const Segments& segments, size_t element) {
+  for (int peer : peers_from(mesh)) {
+    const size_t offset = segments.begin(peer) * element;
+    mesh.peer_memory()->read(peer, buffers[peer].address + offset, data + offset,
+                             segments.count(peer) * element);
+  }
+}
+
+}  // namespace
+
+bool applies(const Mesh& mesh, size_t bytes) {
+  return mesh.peer_memory() != nullptr && bytes >= Tuning::get().single_copy_min_bytes;
+}
+
+void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline) {
+  const size_t element = kernels::element_size(reduction.dtype);
+  const Segments segments = Segments::even(count, mesh.size());
+  const auto buffers = share(mesh, data, count * element, deadline);
+  reduce_own_segment(mesh, buffers, data, data + segments.begin(mesh.rank()) * element, segments,
+                     reduction, /*to_peers=*/true);
+  barrier(mesh, deadline);
+}
+
+void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
+                    Reduction reduction, Deadline deadline) {
+  const size_t element = kernels::element_size(reduction.dtype);
+  const auto inputs = share(mesh, buffers.input, block_count * element * mesh.size(), deadline);
+  reduce_own_segment(mesh, inputs, buffers.input, buffers.output,
+                     Segments::blocks(block_count, mesh.size()), reduction, /*to_peers=*/false);
+  barrier(mesh, deadline);
+}
+
+void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline) {
+  const auto buffers = share(mesh, data, block_bytes * mesh.size(), deadline);
+  gather_segments(mesh, buffers, data, Segments::blocks(block_bytes, mesh.size()), 1);
+  barrier(mesh, deadline);
+}
+
+void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline) {
+  // The root is not idle while the others copy: it writes the last 1/n of the data into every
+  // receiver (whole pages), and each receiver reads the rest. Each rank then copies about
+  // (n-1)/n of the bytes, instead of every receiver copying all of them.
+  constexpr size_t kPage = 4096;
+  const size_t pushed = bytes / mesh.size() / kPage * kPage;
+  const size_t pulled = bytes - pushed;
+  const auto buffers = share(mesh, data, bytes, deadline);
+  if (mesh.rank() == root) {
+    for (int peer : peers_from(mesh)) {
+      mesh.peer_memory()->write(peer, buffers[peer].address + pulled, data + pulled, pushed);
+    }
+  } else {
+    mesh.peer_memory()->read(root, buffers[root].address, data, pulled);
+  }
+  barrier(mesh, deadline);
+}
+
+void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
+              const std::vector<Slice>& recv_slices, Deadline deadline) {
+  // Decided pair by pair from the size of the slice, which both ends of a pair know: a large
+  // slice stays where it is and its receiver copies it out, a small one travels through the mesh
+  // in the same exchange that tells the receivers of large ones where to find them.
+  const size_t single_copy_min = Tuning::get().single_copy_min_bytes;
+  auto large = [&](const Slice& slice) { return slice.bytes >= single_copy_min; };
+  const int r = mesh.rank();
+  std::memcpy(recv + recv_slices[r].offset, send + send_slices[r].offset, send_slices[r].bytes);
+  std::vector<Region> outgoing(mesh.size());
+  std::vector<Region> incoming(mesh.size());
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> recvs;
+  for (int peer : peers_from(mesh)) {
+    const Slice& out = send_slices[peer];
+    const Slice& in = recv_slices[peer];
+    outgoing[peer] = {address_of(send + out.offset), out.bytes};
+    if (large(out)) {
+      sends.push_back({peer, &outgoing[peer], sizeof(Region)});
+    } else {
+      sends.push_back({peer, send + out.offset, out.bytes});
+    }
+    if (large(in)) {
+      recvs.push_back({peer, &incoming[peer], sizeof(Region)});
+    } else {
+      recvs.push_back({peer, recv + in.offset, in.bytes});
+    }
+  }
+  mesh.exchange(sends, recvs, deadline);
+
+  // Copy the large slices out, then tell their senders that their buffers are free again.
+  std::string mismatch;
+  std::vector<transport::SendOp> copied;
+  std::vector<transport::RecvOp> released;
+  for (int peer : peers_from(mesh)) {
+    if (large(send_slices[peer])) released.push_back({peer, nullptr, 0});
+    if (!large(recv_slices[peer])) continue;
+    copied.push_back({peer, nullptr, 0});  // also after a mismatch: the sender waits for it
+    if (incoming[peer].bytes != recv_slices[peer].bytes) {
+      if (mismatch.empty()) {
+        mismatch = "rank " + std::to_string(peer) + " sends " +
+                   std::to_string(incoming[peer].bytes) + " bytes to rank " + std::to_string(r) +
+                   ", which expects " + std::to_string(recv_slices[peer].bytes) +
+                   " (do the ranks agree on the split sizes?)";
+      }
+      continue;
+    }
+    mesh.peer_memory()->read(peer, incoming[peer].address, recv + recv_slices[peer].offset,
+                             recv_slices[peer].bytes);
+  }
+  if (!copied.empty() || !released.empty()) mesh.exchange(copied, released, deadline);
+  if (!mismatch.empty()) {
+    throw transport::TransportError(transport::TransportError::Kind::Protocol, mismatch);
+  }
+}
+
+}  // namespace occl::algorithms::single_copy

@@ -1,0 +1,31 @@
+// Single-copy algorithms, for groups whose ranks may copy straight from and into each other's
+// memory (Mesh::peer_memory(): one host, cross-memory attach permitted).
+//
+// The ranks first swap the addresses of their buffers through the mesh. Each then copies what it
+// needs directly out of (or into) the others' buffers: one kernel copy per byte, where a ring
+// through shared memory takes two. A closing barrier keeps every buffer alive and unchanged until
+// the last peer is done with it.
+#pragma once
+
+#include "algorithms.hpp"
+
+#include <cstddef>
+#include <vector>
+
+namespace occl::algorithms::single_copy {
+
+// Whether these algorithms run for `bytes` per rank on `mesh` (a size every rank agrees on).
+bool applies(const Mesh& mesh, size_t bytes);
+
+// Same contracts as the functions of the same names in algorithms.hpp. alltoall runs whenever
+// the mesh has peer memory and picks single copies slice by slice (the split sizes may differ
+// from rank to rank; only the two ends of a slice agree on its size).
+void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline);
+void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
+                    Reduction reduction, Deadline deadline);
+void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline);
+void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline);
+void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
+              const std::vector<Slice>& recv_slices, Deadline deadline);
+
+}  // namespace occl::algorithms::single_copy
