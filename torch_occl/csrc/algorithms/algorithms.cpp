@@ -108,7 +108,8 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
                     block_count, reduction.dtype, reduction.op);
     return;
   }
-  if (single_copy::applies(mesh, block_count * kernels::element_size(reduction.dtype) * mesh.size())) {
+  const size_t input_bytes = block_count * kernels::element_size(reduction.dtype) * mesh.size();
+  if (single_copy::applies(mesh, input_bytes)) {
     return single_copy::reduce_scatter(mesh, buffers, block_count, reduction, deadline);
   }
   ring_reduce_scatter(mesh, buffers, Segments::blocks(block_count, mesh.size()), reduction,

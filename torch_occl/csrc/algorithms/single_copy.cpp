@@ -79,7 +79,9 @@ void reduce_own_segment(Mesh& mesh, const std::vector<Region>& inputs, const cha
     char* reduced = output + done * element;
     kernels::reduce(reduced, sources.data(), n, bytes / element, reduction.dtype, reduction.op);
     if (!to_peers) continue;
-    for (int peer : peers_from(mesh)) memory.write(peer, inputs[peer].address + offset, reduced, bytes);
+    for (int peer : peers_from(mesh)) {
+      memory.write(peer, inputs[peer].address + offset, reduced, bytes);
+    }
   }
 }
 
@@ -184,7 +186,7 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
         mismatch = "rank " + std::to_string(peer) + " sends " +
                    std::to_string(incoming[peer].bytes) + " bytes to rank " + std::to_string(r) +
                    ", which expects " + std::to_string(recv_slices[peer].bytes) +
-                   " (do the ranks agree on the split sizes?)";
+                   " bytes (do the ranks agree on the split sizes?)";
       }
       continue;
     }
@@ -192,9 +194,8 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
                              recv_slices[peer].bytes);
   }
   if (!copied.empty() || !released.empty()) mesh.exchange(copied, released, deadline);
-  if (!mismatch.empty()) {
-    throw transport::TransportError(transport::TransportError::Kind::Protocol, mismatch);
-  }
+  // Every rank sent and received the same messages: the links are in step, the group usable.
+  if (!mismatch.empty()) throw transport::MismatchError(mismatch);
 }
 
 }  // namespace occl::algorithms::single_copy

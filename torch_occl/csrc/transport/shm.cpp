@@ -232,7 +232,9 @@ namespace {
 // worked; all read every answer, so they agree. nullptr when any pair cannot.
 std::unique_ptr<PeerMemory> probe_peer_memory(c10d::Store& store, int rank, int size,
                                               std::chrono::milliseconds timeout) {
-  auto key = [](const char* what, int r) { return "occl/shm/" + std::string(what) + "/" + std::to_string(r); };
+  auto key = [](const char* what, int r) {
+    return "occl/shm/" + std::string(what) + "/" + std::to_string(r);
+  };
   set_text(store, key("pid", rank),
            std::to_string(::getpid()) + " " + std::to_string(PeerMemory::probe_address()));
   std::vector<pid_t> pids(static_cast<size_t>(size));
@@ -243,7 +245,10 @@ std::unique_ptr<PeerMemory> probe_peer_memory(c10d::Store& store, int rank, int 
     in >> pids[r] >> address;
     if (r != rank && failure.empty()) {
       std::string why = PeerMemory::probe(pids[r], address);
-      if (!why.empty()) failure = "rank " + std::to_string(rank) + " cannot read rank " + std::to_string(r) + ": " + why;
+      if (!why.empty()) {
+        failure = "rank " + std::to_string(rank) + " cannot read rank " + std::to_string(r) +
+                  ": " + why;
+      }
     }
   }
   set_text(store, key("peer-memory", rank), failure);
@@ -314,7 +319,9 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
   const bool whole_group_local = local_ranks.size() == static_cast<size_t>(size);
   auto links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
                                           mapping.bytes, options.ring_bytes);
-  if (whole_group_local) links->set_peer_memory(probe_peer_memory(*store, rank, size, options.timeout));
+  if (whole_group_local) {
+    links->set_peer_memory(probe_peer_memory(*store, rank, size, options.timeout));
+  }
   return links;
 }
 
