@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -26,3 +28,18 @@ def test_bench_runs_every_op_and_checks_results(tmp_path):
                    "all_to_all_single", "barrier", "send_recv"}
     assert all(row["wrong"] == 0 for row in report["rows"])
     assert "speedup" in result.stdout
+
+
+def test_bench_bind_pins_each_rank_to_its_own_cpu(tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    report_file = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", "--ops", "all_reduce", "--max-bytes", "8",
+         "--rounds", "1", "--iters", "2", "--bind", "--json", str(report_file)],
+        env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    allowed = sorted(os.sched_getaffinity(0))
+    assert json.loads(report_file.read_text())["cpus_per_rank"] == [[allowed[0]], [allowed[1]]]

@@ -2,13 +2,17 @@
 
     python -m torch_occl.bench [--world-size 2] [--ops all_reduce,broadcast] [--min-bytes 8]
                                [--max-bytes 64M] [--factor 4] [--dtype float32] [--iters 20]
-                               [--rounds 5] [--json FILE] [--plot FILE.png]
+                               [--rounds 5] [--bind] [--json FILE] [--plot FILE.png]
 
 Every rank joins a gloo group and an occl group over the same ranks. For each op and size the
 benchmark alternates rounds of `--iters` calls on each backend and reports the median round, so
 both see the same machine noise. Results are checked (#wrong counts elements that differ from
 the value computed in Python). busbw uses nccl-tests' factors: allreduce 2(n-1)/n; allgather,
 reduce-scatter and alltoall (n-1)/n; broadcast and send/recv 1.
+
+`--bind` pins each rank, with every thread it starts, to one CPU (rank modulo the CPUs it may
+use), as MPI launchers and torchrun's NUMA binding do: both backends then run under the same
+binding, and a rank's threads never wait for another CPU to wake up (see docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -149,6 +153,9 @@ def _memcpy_gbps(nbytes: int) -> float:
 
 
 def _worker(rank: int, world_size: int, init_file: str, args, results_file: str) -> None:
+    if args.bind:  # before any thread starts, so that all of them inherit it
+        allowed = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {allowed[rank % len(allowed)]})
     import torch_occl
 
     torch.set_num_threads(1)
@@ -195,17 +202,21 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
                 "wrong": int(wrong_total.item()),
                 "speedup": median["gloo"] / median["occl"] if median["occl"] > 0 else 0.0,
             })
+    cpus = [None] * world_size
+    dist.all_gather_object(cpus, sorted(os.sched_getaffinity(0)), group=groups["gloo"])
     if rank == 0:
         memcpy = _memcpy_gbps(args.max_bytes if args.max_bytes >= (1 << 20) else 1 << 20)
         with open(results_file, "w") as out:
             json.dump({"world_size": world_size, "memcpy_gbps": memcpy,
-                       "transport": os.environ.get("OCCL_TRANSPORT", "auto"), "rows": rows}, out)
+                       "transport": os.environ.get("OCCL_TRANSPORT", "auto"),
+                       "cpus_per_rank": cpus, "rows": rows}, out)
     dist.destroy_process_group()
 
 
 def _print_table(report: dict) -> None:
     print(f"# world size {report['world_size']}, occl transport {report['transport']}, "
-          f"single-core memcpy {report['memcpy_gbps']:.2f} GB/s")
+          f"single-core memcpy {report['memcpy_gbps']:.2f} GB/s, "
+          f"CPUs per rank {report['cpus_per_rank']}")
     header = (f"{'op':>24} {'size(B)':>10} {'count':>10} {'type':>8} {'redop':>5} "
               f"{'occl(us)':>10} {'algbw':>7} {'busbw':>7} {'#wrong':>6} "
               f"{'gloo(us)':>10} {'busbw':>7} {'speedup':>8}")
@@ -251,6 +262,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--transport", choices=("auto", "tcp", "shm"),
                         help="sets OCCL_TRANSPORT for the run")
+    parser.add_argument("--bind", action="store_true",
+                        help="pin rank r to CPU r modulo the CPUs available (both backends)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", help="also plot busbw against size into this PNG (matplotlib)")
     args = parser.parse_args(argv)
