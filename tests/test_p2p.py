@@ -150,6 +150,30 @@ def w_tags_out_of_order(rank, ws, mode):
     return problems
 
 
+def w_recv_posted_while_arriving(rank, ws):
+    """Rank 0 sends 64 MiB messages; rank 1 posts each receive a different delay after the send
+    started, so that the message is part-way in (arriving into occl's buffer for messages nobody
+    waits for, then switching to the receive's memory) or complete. Every byte must land."""
+    problems = []
+    if rank > 1:
+        return problems
+    n = 16 << 20
+    for i, delay in enumerate((0.0, 0.002, 0.005, 0.01, 0.03, 0.2)):
+        expected = torch.arange(n, dtype=torch.int32) * (i + 1)
+        got = torch.zeros(n, dtype=torch.int32)
+        dist.barrier()  # the delay counts from (about) the start of the send
+        if rank == 0:
+            dist.send(expected, 1, tag=i)
+        else:
+            time.sleep(delay)
+            dist.recv(got, 0, tag=i)
+            wrong = (got != expected).nonzero()
+            if wrong.numel():
+                problems.append(f"recv posted after {delay * 1000:g} ms: {wrong.numel()} wrong "
+                                f"elements, first at {wrong[0].item()}")
+    return problems
+
+
 def w_recv_any_source(rank, ws):
     """Every rank but 0 sends its rank (in a tensor) to rank 0 with tag 3; rank 0 receives
     ws - 1 times without naming a source: dist.recv returns the sender, which must match the
@@ -296,6 +320,11 @@ def test_isend_irecv_ring(occl_pool, backend):
 def test_tags_may_be_received_out_of_order(dist_pool):
     """isend tag 1, isend tag 2 / recv tag 2, recv tag 1: both arrive intact."""
     problems = [p for per in dist_pool(2).run(w_tags_out_of_order, "isend") for p in per]
+    assert not problems, "\n".join(problems)
+
+
+def test_recv_posted_while_a_large_message_arrives(dist_pool):
+    problems = [p for per in dist_pool(2).run(w_recv_posted_while_arriving) for p in per]
     assert not problems, "\n".join(problems)
 
 

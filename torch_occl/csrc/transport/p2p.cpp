@@ -51,9 +51,18 @@ struct RecvRequest {
   }
 };
 
+// The bytes of a message nobody waits for yet. Not zeroed first: the payload overwrites them,
+// and zeroing a large buffer would cost as much as receiving it.
+struct Payload {
+  std::unique_ptr<char[]> data;
+  size_t size = 0;
+
+  static Payload of(size_t bytes) { return {std::unique_ptr<char[]>(new char[bytes]), bytes}; }
+};
+
 struct Arrived {
   int64_t tag;
-  std::vector<char> payload;
+  Payload payload;
 };
 
 std::exception_ptr error(TransportError::Kind kind, const std::string& what) {
@@ -90,7 +99,7 @@ struct Link {
   size_t header_done = 0;
   bool in_payload = false;
   std::optional<RecvRequest> matched;  // the receive the arriving payload goes into, or
-  std::vector<char> buffer;            // where it goes while nobody waits for it
+  Payload buffer;                      // where it goes while nobody waits for it
   bool discard = false;                // a payload whose receive failed: read and drop it
   size_t payload_done = 0;
   std::deque<Arrived> arrived;         // whole messages nobody has received yet
@@ -194,16 +203,30 @@ void P2PEngine::State::add_recv(RecvRequest request) {
     auto& arrived = links[peer].arrived;
     for (auto it = arrived.begin(); it != arrived.end(); ++it) {
       if (!request.matches(peer, it->tag)) continue;
-      if (it->payload.size() != request.bytes) {
+      if (it->payload.size != request.bytes) {
         complete(request.callback,
-                 size_mismatch(peer, it->tag, request.bytes, it->payload.size()), peer);
+                 size_mismatch(peer, it->tag, request.bytes, it->payload.size), peer);
       } else {
-        std::memcpy(request.data, it->payload.data(), request.bytes);
+        std::memcpy(request.data, it->payload.data.get(), request.bytes);
         complete(request.callback, nullptr, peer);
       }
       arrived.erase(it);
       return;
     }
+  }
+  // A message still arriving that nobody waited for: what has arrived is copied, the rest goes
+  // straight into the receive's memory. (A size mismatch is reported when it has arrived.)
+  for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
+    if (peer == rank || (request.peer != kAnySource && request.peer != peer)) continue;
+    Link& link = links[peer];
+    if (!link.in_payload || link.matched || link.discard ||
+        !request.matches(peer, link.header.tag) || link.header.bytes != request.bytes) {
+      continue;
+    }
+    std::memcpy(request.data, link.buffer.data.get(), link.payload_done);
+    link.buffer = {};
+    link.matched = std::move(request);
+    return;
   }
   if (request.peer != kAnySource && !links[request.peer].failure.empty()) {
     complete(request.callback,
@@ -283,9 +306,9 @@ void P2PEngine::State::progress_recv(int peer) {
         posted.erase(it);
         break;
       }
-      if (!link.matched) link.buffer.resize(link.header.bytes);
+      if (!link.matched) link.buffer = Payload::of(link.header.bytes);
     }
-    char* target = link.matched ? link.matched->data : link.buffer.data();
+    char* target = link.matched ? link.matched->data : link.buffer.data.get();
     size_t left = link.header.bytes - link.payload_done;
     if (left > 0) {
       size_t n = read_some(link.socket.fd(), peer, target + link.payload_done, left);
@@ -307,7 +330,7 @@ void P2PEngine::State::finish_message(int peer) {
     complete(callback, nullptr, peer);
     return;
   }
-  std::vector<char> payload = std::move(link.buffer);
+  Payload payload = std::move(link.buffer);
   link.buffer = {};
   if (link.discard) return;
   // A receive may have been posted while the payload was arriving.
@@ -325,12 +348,12 @@ void P2PEngine::State::finish_message(int peer) {
     link.arrived.push_back({link.header.tag, std::move(payload)});
     return;
   }
-  if (late.bytes != payload.size()) {
-    complete(late.callback, size_mismatch(peer, link.header.tag, late.bytes, payload.size()),
+  if (late.bytes != payload.size) {
+    complete(late.callback, size_mismatch(peer, link.header.tag, late.bytes, payload.size),
              peer);
     return;
   }
-  std::memcpy(late.data, payload.data(), payload.size());
+  std::memcpy(late.data, payload.data.get(), payload.size);
   complete(late.callback, nullptr, peer);
 }
 
@@ -358,7 +381,7 @@ void P2PEngine::State::expire(Deadline now) {
                          std::to_string(link.header.bytes) + " bytes"),
                peer);
       link.matched.reset();
-      link.buffer.resize(link.header.bytes);
+      link.buffer = Payload::of(link.header.bytes);
       link.discard = true;
     }
     if (link.sends.empty()) continue;
