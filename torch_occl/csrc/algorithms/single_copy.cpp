@@ -67,10 +67,11 @@ void reduce_own_segment(Mesh& mesh, const std::vector<Region>& inputs, const cha
   const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes / element);
   std::unique_ptr<char[]> staging(new char[chunk * element * n]);
   std::vector<const void*> sources(n);
+  const std::vector<int> peers = peers_from(mesh);
   for (size_t done = 0; done < segments.count(r); done += chunk) {
     const size_t bytes = std::min(chunk, segments.count(r) - done) * element;
     const size_t offset = segments.begin(r) * element + done * element;
-    for (int peer : peers_from(mesh)) {
+    for (int peer : peers) {
       char* slot = staging.get() + chunk * element * peer;
       memory.read(peer, inputs[peer].address + offset, slot, bytes);
       sources[peer] = slot;
@@ -79,7 +80,7 @@ void reduce_own_segment(Mesh& mesh, const std::vector<Region>& inputs, const cha
     char* reduced = output + done * element;
     kernels::reduce(reduced, sources.data(), n, bytes / element, reduction.dtype, reduction.op);
     if (!to_peers) continue;
-    for (int peer : peers_from(mesh)) {
+    for (int peer : peers) {
       memory.write(peer, inputs[peer].address + offset, reduced, bytes);
     }
   }
