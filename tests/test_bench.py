@@ -27,7 +27,8 @@ def test_bench_runs_every_op_and_checks_results(tmp_path):
     assert ops == {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
                    "all_to_all_single", "barrier", "send_recv"}
     assert all(row["wrong"] == 0 for row in report["rows"])
-    assert "speedup" in result.stdout
+    assert all(row["memcpy_us"] > 0 for row in report["rows"])
+    assert "speedup" in result.stdout and "memcpy(us)" in result.stdout
 
 
 def test_bench_bind_pins_each_rank_to_its_own_cpu(tmp_path):

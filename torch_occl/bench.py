@@ -8,7 +8,8 @@ Every rank joins a gloo group and an occl group over the same ranks. For each op
 benchmark alternates rounds of `--iters` calls on each backend and reports the median round, so
 both see the same machine noise. Results are checked (#wrong counts elements that differ from
 the value computed in Python). busbw uses nccl-tests' factors: allreduce 2(n-1)/n; allgather,
-reduce-scatter and alltoall (n-1)/n; broadcast and send/recv 1.
+reduce-scatter and alltoall (n-1)/n; broadcast and send/recv 1. memcpy(us) is one core's warm
+copy of the row's size (best of 5, measured at the end): the floor of copy-bound collectives.
 
 `--bind` pins each rank, with every thread it starts, to one CPU (rank modulo the CPUs it may
 use), as MPI launchers and torchrun's NUMA binding do: both backends then run under the same
@@ -140,8 +141,9 @@ def _time_round(case: _Case, group, iters: int) -> float:
     return elapsed / iters
 
 
-def _memcpy_gbps(nbytes: int) -> float:
-    src = torch.ones(nbytes // 4)
+def _memcpy_seconds(nbytes: int) -> float:
+    """One core's warm copy of `nbytes` into another buffer (torch's copy_), best of 5."""
+    src = torch.ones(max(nbytes // 4, 1))
     dst = torch.empty_like(src)
     dst.copy_(src)
     best = float("inf")
@@ -149,7 +151,7 @@ def _memcpy_gbps(nbytes: int) -> float:
         start = time.perf_counter()
         dst.copy_(src)
         best = min(best, time.perf_counter() - start)
-    return nbytes / best / 1e9
+    return best
 
 
 def _worker(rank: int, world_size: int, init_file: str, args, results_file: str) -> None:
@@ -205,7 +207,12 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
     cpus = [None] * world_size
     dist.all_gather_object(cpus, sorted(os.sched_getaffinity(0)), group=groups["gloo"])
     if rank == 0:
-        memcpy = _memcpy_gbps(args.max_bytes if args.max_bytes >= (1 << 20) else 1 << 20)
+        # What one core's copy of each size costs, measured once the ranks are done.
+        memcpy_us = {n: _memcpy_seconds(n) * 1e6 for n in sorted({r["bytes"] for r in rows})}
+        for row in rows:
+            row["memcpy_us"] = memcpy_us[row["bytes"]]
+        largest = args.max_bytes if args.max_bytes >= (1 << 20) else 1 << 20
+        memcpy = largest / _memcpy_seconds(largest) / 1e9
         with open(results_file, "w") as out:
             json.dump({"world_size": world_size, "memcpy_gbps": memcpy,
                        "transport": os.environ.get("OCCL_TRANSPORT", "auto"),
@@ -219,13 +226,13 @@ def _print_table(report: dict) -> None:
           f"CPUs per rank {report['cpus_per_rank']}")
     header = (f"{'op':>24} {'size(B)':>10} {'count':>10} {'type':>8} {'redop':>5} "
               f"{'occl(us)':>10} {'algbw':>7} {'busbw':>7} {'#wrong':>6} "
-              f"{'gloo(us)':>10} {'busbw':>7} {'speedup':>8}")
+              f"{'gloo(us)':>10} {'busbw':>7} {'speedup':>8} {'memcpy(us)':>10}")
     print(header)
     for r in report["rows"]:
         print(f"{r['op']:>24} {r['bytes']:>10} {r['count']:>10} {r['dtype']:>8} {r['redop']:>5} "
               f"{r['occl_us']:>10.1f} {r['occl_algbw']:>7.2f} {r['occl_busbw']:>7.2f} "
               f"{r['wrong']:>6} {r['gloo_us']:>10.1f} {r['gloo_busbw']:>7.2f} "
-              f"{r['speedup']:>7.2f}x")
+              f"{r['speedup']:>7.2f}x {r['memcpy_us']:>10.1f}")
 
 
 def _plot(report: dict, path: str) -> None:
