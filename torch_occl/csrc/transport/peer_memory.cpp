@@ -58,8 +58,10 @@ std::string PeerMemory::probe(pid_t pid, uint64_t remote) {
   char seen[sizeof(kProbe)] = {};
   iovec mine{seen, sizeof(seen)};
   iovec theirs{reinterpret_cast<void*>(remote), sizeof(seen)};
-  if (::process_vm_readv(pid, &mine, 1, &theirs, 1, 0) != static_cast<ssize_t>(sizeof(seen))) {
-    return std::strerror(errno);
+  ssize_t n = ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+  if (n < 0) return std::strerror(errno);
+  if (n != static_cast<ssize_t>(sizeof(seen))) {
+    return "the probe read only " + std::to_string(n) + " bytes";
   }
   return std::memcmp(seen, kProbe, sizeof(kProbe)) == 0 ? "" : "probe read back other bytes";
 }
