@@ -78,6 +78,7 @@ class OpView:
     captures: str  # lambda captures: the arguments, by value
     runtime_call: str  # "::occl::runtime::allreduce(ctx, tensors, opts)"
     timeout: str
+    caller_waits: str  # a C++ bool: the caller waits for the op as soon as it is issued
     result: str  # a C++ expression: std::vector<at::Tensor> completing the future
     python_args: str  # arguments for the generated world-size-1 smoke test
     alone_skip_reason: str | None  # why the op cannot run in a group of one, if it cannot
@@ -251,6 +252,8 @@ def _op(spec: Spec, op: Op) -> OpView:
         captures=names,
         runtime_call=f"::{ns}::{op.runtime}(ctx{', ' if names else ''}{names})",
         timeout=f"{options[0].name}.timeout" if options else "c10d::kUnsetTimeout",
+        # torch.distributed sets asyncOp = async_op, and waits at once when it is false.
+        caller_waits=f"!{options[0].name}.asyncOp" if options else "false",
         result=_result(op),
         python_args=", ".join(dict(op.examples).get(a.name, _python_arg(a)) for a in op.args),
         alone_skip_reason=(

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
+from dist_harness import occl_only
 
 N_IN_FLIGHT = 16
 OPS = ["all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
@@ -160,6 +161,99 @@ def w_wait_with_timeout_ok(rank, ws):
 
 def test_wait_with_timeout_completes(occl_pool):
     assert occl_pool.run(w_wait_with_timeout_ok) == [True] * occl_pool.world_size
+
+
+# ---- ops the caller waits for at once (async_op=False) ------------------------------------
+# torch.distributed passes async_op as the options' asyncOp; occl then runs the op on the waiting
+# thread instead of waking the group's worker for it (work/executor.hpp).
+
+
+def _worker_switches():
+    """Voluntary context switches of this process's occl worker threads, summed."""
+    import os
+
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != "occl-worker":
+                    continue
+            with open(f"/proc/self/task/{tid}/status") as f:
+                total += next(int(line.split()[1]) for line in f
+                              if line.startswith("voluntary_ctxt_switches"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def w_waited_ops_leave_the_worker_asleep(rank, ws, calls):
+    wrong = 0
+    before = _worker_switches()
+    for i in range(calls):
+        t = _values(rank, i, 64)
+        dist.all_reduce(t)
+        wrong += _eq(t, sum(_values(r, i, 64) for r in range(ws))) is not None
+        t = _values(rank, i, 64)
+        dist.broadcast(t, src=i % ws)
+        wrong += _eq(t, _values(i % ws, i, 64)) is not None
+    return wrong, _worker_switches() - before
+
+
+@occl_only("occl's worker thread")
+def test_waited_ops_leave_the_worker_asleep(occl_pool):
+    calls = 200
+    for rank, (wrong, switches) in enumerate(occl_pool.run(w_waited_ops_leave_the_worker_asleep,
+                                                           calls)):
+        assert wrong == 0, f"rank {rank}: {wrong} wrong results"
+        # Woken for every op, the worker would switch at least 2 * calls times.
+        assert switches < calls // 10, (
+            f"rank {rank}: the worker woke {switches} times for {2 * calls} waited ops")
+
+
+def w_waited_op_behind_async_ones(rank, ws):
+    """A waited op queued behind async ones runs after them; every result is right."""
+    issued = [_issue(rank, ws, i) for i in range(6)]
+    t = _values(rank, 99, 1000)
+    dist.all_reduce(t)
+    problems = [f"waited all_reduce: {p}" for p in [_eq(t, sum(_values(r, 99, 1000)
+                                                                for r in range(ws)))] if p]
+    for op, work, _, check in issued:
+        assert work.is_completed(), f"{op} issued before a waited op is not complete after it"
+        work.wait()
+        problems += [f"{op}: {p}" for p in [check()] if p]
+    return problems
+
+
+def test_waited_op_behind_async_ones(occl_pool):
+    results = occl_pool.run(w_waited_op_behind_async_ones)
+    problems = [f"rank {r}: {p}" for r, ps in enumerate(results) for p in ps]
+    assert not problems, "\n".join(problems)
+
+
+def w_op_marked_waited_completes_any_way(rank, ws, how):
+    """A caller that says it waits at once (asyncOp False) but waits through the future,
+    is_completed() or wait(timeout) still gets the op done (the worker is woken for it)."""
+    group = dist.distributed_c10d._get_default_group()
+    t = torch.full((1000,), float(rank + 1))
+    opts = dist.AllreduceOptions()
+    opts.asyncOp = False
+    work = group.allreduce([t], opts)
+    if how == "future":
+        work.get_future().wait()
+    elif how == "is_completed":
+        deadline = time.monotonic() + 20
+        while not work.is_completed():
+            assert time.monotonic() < deadline, "is_completed() stayed False for 20 s"
+            time.sleep(0.001)
+    else:
+        assert work.wait(timeout=timedelta(seconds=20)) is True
+    return _eq(t, torch.full((1000,), float(ws * (ws + 1) // 2)))
+
+
+@pytest.mark.parametrize("how", ["future", "is_completed", "wait_with_timeout"])
+def test_op_marked_waited_completes_any_way(occl_pool, how):
+    assert occl_pool.run(w_op_marked_waited_completes_any_way, how,
+                         timeout=60) == [None] * occl_pool.world_size
 
 
 # ---- wait(timeout) honoured; a peer that never arrives (private pools) -------------------

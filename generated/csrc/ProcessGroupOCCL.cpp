@@ -49,6 +49,7 @@ c10::intrusive_ptr<WorkOCCL> WorkOCCL::all_of(int rank,
   auto pending = std::make_shared<Pending>();
   pending->left = works.size();
   for (const auto& work : works) {
+    work->ticket_.wake_worker();
     work->future_->addCallback([group, pending](c10::ivalue::Future& future) {
       std::exception_ptr error;
       {
@@ -63,11 +64,24 @@ c10::intrusive_ptr<WorkOCCL> WorkOCCL::all_of(int rank,
   return group;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> WorkOCCL::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> WorkOCCL::getFuture() {
+  ticket_.wake_worker();
+  return future_;
+}
+
+bool WorkOCCL::isCompleted() {
+  ticket_.wake_worker();
+  return c10d::Work::isCompleted();
+}
 
 std::vector<at::Tensor> WorkOCCL::result() { return outputs_; }
 
 int WorkOCCL::sourceRank() const { return source_rank_; }
+
+bool WorkOCCL::wait(std::chrono::milliseconds timeout) {
+  if (timeout != ::kNoTimeout || !ticket_.run_if_next()) ticket_.wake_worker();
+  return c10d::Work::wait(timeout);
+}
 
 void WorkOCCL::complete(std::exception_ptr error, int source_rank) {
   source_rank_ = source_rank;
@@ -142,10 +156,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tenso
   OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp, "opts.rootTensor", (opts.rootTensor));
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::BROADCAST, "occl:broadcast", tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [tensors, opts](OpContext& ctx) { ::occl::runtime::broadcast(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -172,10 +186,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLREDUCE, "occl:allreduce", tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -222,10 +236,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(std::vector<std::vect
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLGATHER, "occl:allgather", flatten(output_tensors));
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::allgather(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -243,10 +257,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor& out
   OCCL_CHECK_NUMEL_EQUALS(kOp, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::_ALLGATHER_BASE, "occl:_allgather_base", std::vector<at::Tensor>{output_tensor});
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensor, input_tensor, opts](OpContext& ctx) { ::occl::runtime::allgather_base(ctx, output_tensor, input_tensor, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -294,10 +308,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(std::vector<at::
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::REDUCE_SCATTER, "occl:reduce_scatter", output_tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::reduce_scatter(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -316,10 +330,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(at::Tensor
   OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, "output_tensor", (output_tensor), (opts.reduceOp));
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::_REDUCE_SCATTER_BASE, "occl:_reduce_scatter_base", std::vector<at::Tensor>{output_tensor});
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensor, input_tensor, opts](OpContext& ctx) { ::occl::runtime::reduce_scatter_base(ctx, output_tensor, input_tensor, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -330,10 +344,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOpti
   [[maybe_unused]] const int rank = getRank();
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::BARRIER, "occl:barrier", std::vector<at::Tensor>{});
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [opts](OpContext& ctx) { ::occl::runtime::barrier(ctx, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -360,10 +374,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(std::vector
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLREDUCE_COALESCED, "occl:allreduce_coalesced", tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce_coalesced(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -382,10 +396,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_sparse(std::vector<at
   OCCL_CHECK_REDUCE_OP_IS_SUM(kOp, "opts.reduceOp", (opts.reduceOp));
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::_ALLREDUCE_SPARSE, "occl:allreduce_sparse", tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce_sparse(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -411,10 +425,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor>&
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::REDUCE, "occl:reduce", tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [tensors, opts](OpContext& ctx) { ::occl::runtime::reduce(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -464,10 +478,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_coalesced(std::vector
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLGATHER_COALESCED, "occl:allgather_coalesced", flatten(output_tensor_lists));
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensor_lists, input_tensors, opts](OpContext& ctx) { ::occl::runtime::allgather_coalesced(ctx, output_tensor_lists, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -500,10 +514,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::COALESCED, "occl:allgather_into_tensor_coalesced", outputs);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [outputs, inputs, opts](OpContext& ctx) { ::occl::runtime::allgather_into_tensor_coalesced(ctx, outputs, inputs, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -556,10 +570,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(std::vector<std::vector<
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::GATHER, "occl:gather", flatten(output_tensors));
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::gather(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -610,10 +624,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(std::vector<at::Tensor>
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::SCATTER, "occl:scatter", output_tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::scatter(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -649,10 +663,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "occl:reduce_scatter_tensor_coalesced", outputs);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [outputs, inputs, opts](OpContext& ctx) { ::occl::runtime::reduce_scatter_tensor_coalesced(ctx, outputs, inputs, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -672,10 +686,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(at::Tensor& outpu
   OCCL_CHECK_EQUAL_VALUES(kOp, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLTOALL_BASE, "occl:alltoall_base", std::vector<at::Tensor>{output_tensor});
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](OpContext& ctx) { ::occl::runtime::alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -710,10 +724,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor
   OCCL_CHECK_EQUAL_VALUES(kOp, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::ALLTOALL, "occl:alltoall", output_tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::alltoall(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -732,10 +746,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor>& t
   OCCL_CHECK_PEER_RANK(kOp, "dst_rank", (dst_rank));
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::SEND, "occl:send", tensors);
-  runtime_->submit(
-      Dispatch::Posted, kOp, c10d::kUnsetTimeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Posted, kOp, c10d::kUnsetTimeout, false,
       [tensors, dst_rank, tag](OpContext& ctx) { ::occl::runtime::send(ctx, tensors, dst_rank, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -757,10 +771,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>& t
   OCCL_CHECK_PEER_RANK(kOp, "src_rank", (src_rank));
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::RECV, "occl:recv", tensors);
-  runtime_->submit(
-      Dispatch::Posted, kOp, c10d::kUnsetTimeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Posted, kOp, c10d::kUnsetTimeout, false,
       [tensors, src_rank, tag](OpContext& ctx) { ::occl::runtime::recv(ctx, tensors, src_rank, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -781,10 +795,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(std::vector<at::T
   }
   auto work = c10::make_intrusive<WorkOCCL>(
       rank, c10d::OpType::RECVANYSOURCE, "occl:recvAnysource", tensors);
-  runtime_->submit(
-      Dispatch::Posted, kOp, c10d::kUnsetTimeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Posted, kOp, c10d::kUnsetTimeout, false,
       [tensors, tag](OpContext& ctx) { ::occl::runtime::recv_anysource(ctx, tensors, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }

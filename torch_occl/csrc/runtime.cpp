@@ -57,16 +57,19 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
 
 Runtime::~Runtime() { shutdown(); }
 
-void Runtime::submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout,
-                     OpFn run, DoneFn done) {
+Ticket Runtime::submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout,
+                       bool caller_waits, OpFn run, DoneFn done) {
   if (timeout == c10d::kUnsetTimeout) timeout = config_.timeout;
   if (dispatch == Dispatch::Posted) {
-    return post(label, p2p_submitted_++, timeout, run, std::move(done));
+    post(label, p2p_submitted_++, timeout, run, std::move(done));
+    return {};
   }
   uint64_t sequence = collectives_submitted_++;
   try {
-    executor_->submit([this, label, sequence, timeout, run = std::move(run),
-                       done = std::move(done)] { execute(label, sequence, timeout, run, done); });
+    return executor_->submit([this, label, sequence, timeout, run = std::move(run),
+                              done = std::move(done)] {
+      execute(label, sequence, timeout, run, done);
+    }, caller_waits);
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, label, ": ", e.what());
   }

@@ -2,10 +2,12 @@
 //
 // The generated c10d::Backend subclass validates arguments, builds a Config from its Options,
 // owns one Runtime, and for every op submits a call of the op's runtime function (declared below,
-// one per spec entry). Everything here runs off the caller's thread, in issue order.
+// one per spec entry). Collectives run in issue order, on the group's worker thread or on a
+// thread that waits for them (see Executor); point-to-point ops are handed to the p2p engine.
 #pragma once
 
 #include "transport/socket.hpp"
+#include "work/executor.hpp"
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -26,7 +28,8 @@ class P2PEngine;
 
 namespace occl::runtime {
 
-class Executor;
+// Lets a thread about to wait for a queued op run the op itself (see Executor).
+using Ticket = Executor::Ticket;
 
 // Built by the generated backend from its Options (spec: backend.options).
 struct Config {
@@ -43,7 +46,7 @@ using DoneFn = std::function<void(std::exception_ptr, int source_rank)>;
 
 // How an op runs (spec: an op's `dispatch`).
 enum class Dispatch {
-  Queued,  // on the group's worker thread, after every op issued before it: collectives
+  Queued,  // after every op issued before it, on the group's worker (or a waiting thread): collectives
   Posted,  // at once on the caller's thread, handing its completion to the p2p engine
 };
 
@@ -69,9 +72,10 @@ class Runtime {
 
   // Runs `run` as `dispatch` says; `done` gets nullptr or the op's error (a DistBackendError
   // naming the op). `label` names the op in errors ("occl.allreduce"); `timeout` may be
-  // c10d::kUnsetTimeout.
-  void submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout, OpFn run,
-              DoneFn done);
+  // c10d::kUnsetTimeout. `caller_waits`: the caller waits for the op at once, and runs it itself
+  // through the returned ticket when it is next (Executor::submit); empty for posted ops.
+  Ticket submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout,
+                bool caller_waits, OpFn run, DoneFn done);
 
   // Lets queued ops finish (each within its own timeout), stops the worker and closes the
   // collective links. Idempotent.

@@ -3,6 +3,7 @@
 #include <c10/util/Logging.h>
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -468,6 +469,7 @@ void P2PEngine::abort() {
 }
 
 void P2PEngine::loop(std::shared_ptr<State> shared) {
+  ::pthread_setname_np(::pthread_self(), "occl-p2p");  // for top -H, gdb and /proc
   State& state = *shared;
   std::vector<pollfd> fds;
   for (;;) {

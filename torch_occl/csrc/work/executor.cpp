@@ -2,73 +2,108 @@
 
 #include <c10/util/Logging.h>
 
+#include <pthread.h>
+
 #include <exception>
 #include <stdexcept>
 
 namespace occl::runtime {
 
 Executor::Executor() : queue_(std::make_shared<Queue>()) {
-  std::thread worker(loop, queue_);
-  worker_id_ = worker.get_id();
-  worker.detach();  // it owns its share of the queue; stop() waits for the work, not the thread
+  // The worker owns its share of the queue; stop() waits for the work, not the thread.
+  std::thread(loop, queue_).detach();
 }
 
 Executor::~Executor() { stop(); }
 
-void Executor::submit(Task task) {
+Executor::Ticket Executor::submit(Task task, bool caller_runs) {
   std::vector<Task> finished;  // destroyed here, on the caller's thread, after the lock
+  Ticket ticket;
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
     if (queue_->stopping) throw std::runtime_error("the backend has been shut down");
-    queue_->tasks.push_back(std::move(task));
+    ticket.queue_ = queue_;
+    ticket.id_ = queue_->next_id++;
+    queue_->tasks.push_back({ticket.id_, std::move(task)});
     finished.swap(queue_->finished);
   }
-  queue_->ready.notify_one();
+  if (!caller_runs) queue_->ready.notify_one();
+  return ticket;
+}
+
+bool Executor::Ticket::run_if_next() const {
+  auto queue = queue_.lock();
+  if (!queue) return false;
+  std::unique_lock<std::mutex> lock(queue->mutex);
+  if (queue->running || queue->abandoned || queue->tasks.empty() ||
+      queue->tasks.front().id != id_) {
+    return false;
+  }
+  run_front(*queue, lock);
+  return true;
+}
+
+void Executor::Ticket::wake_worker() const {
+  auto queue = queue_.lock();
+  if (!queue) return;
+  {
+    std::lock_guard<std::mutex> lock(queue->mutex);
+    // Tasks leave from the front, in id order: is this one still queued?
+    if (queue->tasks.empty() || queue->tasks.front().id > id_) return;
+  }
+  queue->ready.notify_one();
 }
 
 bool Executor::stop() {
-  bool on_worker = worker_id_ == std::this_thread::get_id();
   std::vector<Task> finished;
   std::unique_lock<std::mutex> lock(queue_->mutex);
+  bool inside_task = queue_->running && queue_->runner == std::this_thread::get_id();
   queue_->stopping = true;
-  queue_->abandoned = queue_->abandoned || on_worker;
+  queue_->abandoned = queue_->abandoned || inside_task;
   queue_->ready.notify_one();
-  if (on_worker) return false;
+  if (inside_task) return false;
   queue_->idle.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
   finished.swap(queue_->finished);
   lock.unlock();
   return true;
 }
 
+void Executor::run_front(Queue& queue, std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(queue.tasks.front().task);
+  queue.tasks.pop_front();
+  queue.running = true;
+  queue.runner = std::this_thread::get_id();
+  lock.unlock();
+  try {
+    task();
+  } catch (const std::exception& e) {
+    // Tasks report their own errors; this is a bug in a completion callback. Keep serving.
+    LOG(ERROR) << "occl: an op's completion threw: " << e.what();
+  } catch (...) {
+    LOG(ERROR) << "occl: an op's completion threw";
+  }
+  lock.lock();
+  queue.running = false;
+  queue.finished.push_back(std::move(task));
+  queue.idle.notify_all();
+  // The worker sleeps while another thread runs a task: what was queued since is its to take.
+  if (!queue.tasks.empty() || queue.stopping) queue.ready.notify_one();
+}
+
 void Executor::loop(std::shared_ptr<Queue> queue) {
+  ::pthread_setname_np(::pthread_self(), "occl-worker");  // for top -H, gdb and /proc
+  std::unique_lock<std::mutex> lock(queue->mutex);
   for (;;) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> lock(queue->mutex);
-      queue->ready.wait(lock, [&] { return queue->stopping || !queue->tasks.empty(); });
-      if (queue->abandoned || queue->tasks.empty()) {  // stopping, and nothing left to run
-        queue->tasks.clear();
-        queue->idle.notify_all();
-        return;
-      }
-      task = std::move(queue->tasks.front());
-      queue->tasks.pop_front();
-      queue->running = true;
+    // A task run by a waiting thread is waited for here, even when stopping.
+    queue->ready.wait(lock, [&] {
+      return !queue->running && (queue->stopping || !queue->tasks.empty());
+    });
+    if (queue->abandoned || queue->tasks.empty()) {  // stopping, and nothing left to run
+      queue->tasks.clear();
+      queue->idle.notify_all();
+      return;
     }
-    try {
-      task();
-    } catch (const std::exception& e) {
-      // Tasks report their own errors; this is a bug in a completion callback. Keep serving.
-      LOG(ERROR) << "occl: an op's completion threw: " << e.what();
-    } catch (...) {
-      LOG(ERROR) << "occl: an op's completion threw";
-    }
-    {
-      std::lock_guard<std::mutex> lock(queue->mutex);
-      queue->running = false;
-      queue->finished.push_back(std::move(task));
-    }
-    queue->idle.notify_all();
+    run_front(*queue, lock);
   }
 }
 

@@ -2,9 +2,12 @@
 //
 // Ops of one group must run in issue order on every rank (that is what makes the ranks agree on
 // what each message is); groups have their own executor, so they never block each other.
+// A thread that is about to wait for an op may run it itself when the op is next in line: the
+// order is the same, and two thread hand-offs (wake the worker, be woken by it) are saved.
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -15,15 +18,38 @@
 namespace occl::runtime {
 
 class Executor {
+  struct Queue;
+
  public:
   using Task = std::function<void()>;
+
+  // Names one submitted task; empty when default-constructed.
+  class Ticket {
+   public:
+    Ticket() = default;
+    // Runs the task on the calling thread, and returns once it has run, if it is next in line:
+    // no task is running and none was queued before it. Returns false, doing nothing, when the
+    // worker has taken it (or the executor is gone).
+    bool run_if_next() const;
+    // Wakes the worker, if the task is still queued: for a task submitted with `caller_runs`
+    // whose caller waits some other way.
+    void wake_worker() const;
+
+   private:
+    friend class Executor;
+    std::weak_ptr<Queue> queue_;
+    uint64_t id_ = 0;
+  };
 
   Executor();
   ~Executor();  // same as stop()
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  void submit(Task task);
+  // `caller_runs`: the caller is about to wait for the task through run_if_next(), so the worker
+  // is not woken for it (were the worker woken on another core, it would only take that core
+  // from a rank that needs it). A worker that is awake still takes it when it is next.
+  Ticket submit(Task task, bool caller_runs);
   // Runs every queued task and returns once the last has run, destroying the finished tasks on
   // the calling thread; later submits are rejected. Idempotent and thread-safe. The worker then
   // exits on its own (never joined: it might wait for a GIL the caller holds). Called from a task
@@ -34,22 +60,29 @@ class Executor {
  private:
   // Shared with the worker thread, so it outlives an Executor destroyed from inside a task.
   struct Queue {
+    struct Entry {
+      uint64_t id;
+      Task task;
+    };
     std::mutex mutex;
     std::condition_variable ready;
     std::condition_variable idle;  // signalled when a task has run
-    std::deque<Task> tasks;
+    std::deque<Entry> tasks;
+    uint64_t next_id = 1;
     // Tasks that have run, destroyed by the next submit() or stop() on the caller's thread,
     // never here: dropping a tensor Python also holds takes the GIL, and a thread waiting for
     // the GIL when the interpreter shuts down is killed mid-destructor (std::terminate).
     std::vector<Task> finished;
-    bool running = false;    // a task is running
+    bool running = false;    // a task is running, on `runner`
+    std::thread::id runner;  // the worker, or a thread that ran the task it waits for
     bool stopping = false;
     bool abandoned = false;  // stopped from inside a task: exit without running the rest
   };
   static void loop(std::shared_ptr<Queue> queue);
+  // Pops the front task and runs it on this thread; `lock` is held on entry and on return.
+  static void run_front(Queue& queue, std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<Queue> queue_;
-  std::thread::id worker_id_;
 };
 
 }  // namespace occl::runtime

@@ -49,6 +49,7 @@ c10::intrusive_ptr<WorkAcme> WorkAcme::all_of(int rank,
   auto pending = std::make_shared<Pending>();
   pending->left = works.size();
   for (const auto& work : works) {
+    work->ticket_.wake_worker();
     work->future_->addCallback([group, pending](c10::ivalue::Future& future) {
       std::exception_ptr error;
       {
@@ -63,11 +64,24 @@ c10::intrusive_ptr<WorkAcme> WorkAcme::all_of(int rank,
   return group;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> WorkAcme::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> WorkAcme::getFuture() {
+  ticket_.wake_worker();
+  return future_;
+}
+
+bool WorkAcme::isCompleted() {
+  ticket_.wake_worker();
+  return c10d::Work::isCompleted();
+}
 
 std::vector<at::Tensor> WorkAcme::result() { return outputs_; }
 
 int WorkAcme::sourceRank() const { return source_rank_; }
+
+bool WorkAcme::wait(std::chrono::milliseconds timeout) {
+  if (timeout != ::kNoTimeout || !ticket_.run_if_next()) ticket_.wake_worker();
+  return c10d::Work::wait(timeout);
+}
 
 void WorkAcme::complete(std::exception_ptr error, int source_rank) {
   source_rank_ = source_rank;
@@ -141,10 +155,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::allgather(std::vector<std::vect
   }
   auto work = c10::make_intrusive<WorkAcme>(
       rank, c10d::OpType::ALLGATHER, "acme:allgather", flatten(output_tensors));
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [output_tensors, input_tensors, opts](OpContext& ctx) { ::acme::runtime::all_gather(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -157,10 +171,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::send(std::vector<at::Tensor>& t
   ACME_CHECK_RANK_IN_RANGE(kOp, "dstRank", (dstRank));
   auto work = c10::make_intrusive<WorkAcme>(
       rank, c10d::OpType::SEND, "acme:send", tensors);
-  runtime_->submit(
-      Dispatch::Queued, kOp, c10d::kUnsetTimeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, c10d::kUnsetTimeout, false,
       [tensors, dstRank, tag](OpContext& ctx) { ::acme::runtime::send(ctx, tensors, dstRank, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -171,10 +185,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::barrier(const c10d::BarrierOpti
   [[maybe_unused]] const int rank = getRank();
   auto work = c10::make_intrusive<WorkAcme>(
       rank, c10d::OpType::BARRIER, "acme:barrier", std::vector<at::Tensor>{});
-  runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
       [opts](OpContext& ctx) { ::acme::runtime::barrier(ctx, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -191,10 +205,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::gather(std::vector<std::vector<
   }
   auto work = c10::make_intrusive<WorkAcme>(
       rank, c10d::OpType::GATHER, "acme:gather", flatten(outputs));
-  runtime_->submit(
-      Dispatch::Queued, kOp, options.timeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Queued, kOp, options.timeout, !options.asyncOp,
       [outputs, inputs, options](OpContext& ctx) { ::acme::runtime::gather(ctx, outputs, inputs, options); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -206,10 +220,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::recv(std::vector<at::Tensor>& r
   ACME_CHECK_RANK_IN_RANGE(kOp, "srcRank", (srcRank));
   auto work = c10::make_intrusive<WorkAcme>(
       rank, c10d::OpType::RECV, "acme:recv", received);
-  runtime_->submit(
-      Dispatch::Posted, kOp, c10d::kUnsetTimeout,
+  work->set_ticket(runtime_->submit(
+      Dispatch::Posted, kOp, c10d::kUnsetTimeout, false,
       [received, srcRank, tag](OpContext& ctx) { ::acme::runtime::recv(ctx, received, srcRank, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); });
+      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }

@@ -27,15 +27,25 @@ class WorkAcme : public c10d::Work {
   static c10::intrusive_ptr<WorkAcme> all_of(int rank,
       std::vector<c10::intrusive_ptr<WorkAcme>> works);
 
+  // An op whose caller said it waits at once (asyncOp false) is run by wait(); the other ways to
+  // wait for it wake the group's worker for it first.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  bool isCompleted() override;
   std::vector<at::Tensor> result() override;
   // The sender's rank, for a receive from any source.
   int sourceRank() const override;
 
+  // Waiting with no timeout of its own for an op that is next in line runs the op on this
+  // thread (the op keeps its own timeout), saving two thread hand-offs.
+  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
+
   // Called once, by the runtime: completes the future, then the Work.
   void complete(std::exception_ptr error, int source_rank);
+  // Set once, before the Work is returned: lets wait() run a queued op itself.
+  void set_ticket(::acme::runtime::Ticket ticket) { ticket_ = std::move(ticket); }
 
  private:
+  ::acme::runtime::Ticket ticket_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
