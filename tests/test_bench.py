@@ -31,6 +31,16 @@ def test_bench_runs_every_op_and_checks_results(tmp_path):
     assert "speedup" in result.stdout and "memcpy(us)" in result.stdout
 
 
+def test_rounds_of_large_sizes_keep_several_calls():
+    from torch_occl.bench import _iterations
+
+    assert _iterations(20, 8) == 20
+    assert _iterations(20, 1 << 20) == 20
+    assert _iterations(20, 4 << 20) == 5
+    assert _iterations(20, 64 << 20) == 5  # not 1: a lone call times an idle CPU waking up
+    assert _iterations(2, 64 << 20) == 2  # never more than asked
+
+
 def test_bench_bind_pins_each_rank_to_its_own_cpu(tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")

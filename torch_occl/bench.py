@@ -5,11 +5,12 @@
                                [--rounds 5] [--bind] [--json FILE] [--plot FILE.png]
 
 Every rank joins a gloo group and an occl group over the same ranks. For each op and size the
-benchmark alternates rounds of `--iters` calls on each backend and reports the median round, so
-both see the same machine noise. Results are checked (#wrong counts elements that differ from
-the value computed in Python). busbw uses nccl-tests' factors: allreduce 2(n-1)/n; allgather,
-reduce-scatter and alltoall (n-1)/n; broadcast and send/recv 1. memcpy(us) is one core's warm
-copy of the row's size (best of 5, measured at the end): the floor of copy-bound collectives.
+benchmark alternates rounds of `--iters` back-to-back calls on each backend (fewer above 1 MiB,
+but at least 5) and reports the median round, so both see the same machine noise. Results are
+checked (#wrong counts elements that differ from the value computed in Python). busbw uses
+nccl-tests' factors: allreduce 2(n-1)/n; allgather, reduce-scatter and alltoall (n-1)/n;
+broadcast and send/recv 1. memcpy(us) is one core's warm copy of the row's size (best of 5,
+measured at the end): the floor of copy-bound collectives.
 
 `--bind` pins each rank, with every thread it starts, to one CPU (rank modulo the CPUs it may
 use), as MPI launchers and torchrun's NUMA binding do: both backends then run under the same
@@ -39,6 +40,7 @@ OPS = (
     "barrier",
     "send_recv",
 )
+MIN_ITERS_PER_ROUND = 5
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16, "int32": torch.int32, "int64": torch.int64}
 
@@ -130,6 +132,17 @@ class _Case:
         return int((result != self.expected).sum().item())
 
 
+def _iterations(iters: int, nbytes: int) -> int:
+    """Calls per round: `iters`, fewer above 1 MiB to keep a sweep short, but never one alone.
+
+    A single call after the other backend's round times how fast an idle (virtual) CPU wakes
+    up more than the op: on the 2-vCPU test VM a 4 MiB broadcast took 264 us back to back and
+    558 us after 5 ms asleep. Back-to-back calls, as nccl-tests times them, measure the op.
+    """
+    scaled = int(iters * (1 << 20) / max(nbytes, 1 << 20))
+    return max(min(iters, MIN_ITERS_PER_ROUND), scaled)
+
+
 def _time_round(case: _Case, group, iters: int) -> float:
     """Mean seconds per call over `iters` calls, started together on every rank."""
     dist.barrier(group=group)
@@ -179,7 +192,7 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
         for nbytes in ([0] if op == "barrier" else sizes):
             count = max(nbytes // element, 1) if op != "barrier" else 0
             cases = {name: _Case(op, count, dtype, rank, world_size) for name in groups}
-            iters = max(1, min(args.iters, int(args.iters * (1 << 20) / max(nbytes, 1 << 20))))
+            iters = _iterations(args.iters, nbytes)
             wrong = 0
             for name, case in cases.items():  # warm up and check once per backend
                 case.run(groups[name])
@@ -196,7 +209,7 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
             algbw = {name: (nbytes / t / 1e9 if t > 0 else 0.0) for name, t in median.items()}
             factor = _bus_factor(op, world_size)
             rows.append({
-                "op": op, "bytes": nbytes, "count": count, "dtype": args.dtype,
+                "op": op, "bytes": nbytes, "count": count, "dtype": args.dtype, "iters": iters,
                 "redop": "sum" if op in ("all_reduce", "reduce_scatter_tensor") else "none",
                 "occl_us": median["occl"] * 1e6, "gloo_us": median["gloo"] * 1e6,
                 "occl_algbw": algbw["occl"], "occl_busbw": algbw["occl"] * factor,
