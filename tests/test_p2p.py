@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from dist_harness import occl_only
 from test_collectives import (
     CASES,
     DTYPES,
@@ -301,6 +302,34 @@ def w_p2p_not_queued(rank, ws):
         for _ in range(3):
             dist.all_reduce(t)
     return True
+
+
+def w_recv_of_another_size(rank, ws, count):
+    """Rank 0 sends `count` floats with tag 3, rank 1 receives into half as many: the receive
+    fails naming both sizes; the send succeeds; the next message between them arrives intact."""
+    if rank > 1:
+        return None
+    if rank == 0:
+        dist.send(torch.ones(count), 1, tag=3)
+        dist.send(torch.full((count,), 2.0), 1, tag=4)
+        return None
+    error = None
+    try:
+        dist.recv(torch.zeros(count // 2), 0, tag=3)
+    except RuntimeError as e:
+        error = str(e)
+    after = torch.zeros(count)
+    dist.recv(after, 0, tag=4)
+    return error, torch.equal(after, torch.full((count,), 2.0))
+
+
+@occl_only("occl's error text")
+@pytest.mark.parametrize("count", [10, 1 << 20], ids=["small", "4MiB"])
+def test_recv_of_another_size_names_both(dist_pool, count):
+    error, next_ok = dist_pool(2).run(w_recv_of_another_size, count, timeout=60)[1]
+    assert error is not None and (
+        f"rank 0 sent {4 * count} bytes with tag 3, but the receive expects {2 * count}") in error
+    assert next_ok, "the message after the failed receive did not arrive intact"
 
 
 @pytest.mark.parametrize("occl_pool", WORLD_SIZES, indirect=True, ids=lambda n: f"ws{n}")

@@ -166,3 +166,91 @@ def test_alltoall_split_disagreement_names_both_sides():
         "(do the ranks agree on the split sizes?)") in error0, error0
     assert error1 is None, error1
     assert sum0 == sum1 == [3.0] * 4
+
+
+# ---- point-to-point messages lent instead of sent ------------------------------------------
+# Between ranks that may read each other's memory, a send of at least OCCL_SINGLE_COPY_MIN_BYTES
+# passes only its address; the receiver copies the message out and tells the sender when its
+# buffer is free (torch_occl/csrc/transport/p2p.hpp). A threshold of 1 byte lends every message
+# the p2p tests send.
+
+LEND_EVERYTHING = {"OCCL_SINGLE_COPY_MIN_BYTES": "1"}
+
+
+def _p2p_problems(pool):
+    import test_p2p as p2p
+
+    problems = []
+    for name, worker, args in [
+        ("send_recv_pairs", p2p.w_send_recv_pairs, ("occl",)),
+        ("isend_irecv_ring", p2p.w_isend_irecv_ring, ("occl",)),
+        ("tags out of order, isend", p2p.w_tags_out_of_order, ("isend",)),
+        # The receiver posts tag 1 only after tag 2 arrived: the blocking send of tag 1 must
+        # complete without it (the receiver buffers a lent message nobody takes for a while).
+        ("tags out of order, blocking send", p2p.w_tags_out_of_order, ("blocking_send",)),
+        ("recv from any source", p2p.w_recv_any_source, ()),
+        ("batch ring, sends first", p2p.w_batch_ring, ("occl", 4 << 20, 2, False)),
+        ("batch ring, recvs first", p2p.w_batch_ring, ("occl", 4 << 20, 2, True)),
+    ] + ([("recv posted while arriving", p2p.w_recv_posted_while_arriving, ())]
+         if pool.world_size == 2 else []):  # it has ranks 0 and 1 only join its barriers
+        for rank, per_rank in enumerate(pool.run(worker, *args, timeout=180)):
+            problems += [f"{name}: rank {rank}: {p}" for p in per_rank]
+    return problems
+
+
+@pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
+def test_p2p_with_every_message_lent(world_size):
+    with DistPool(world_size, "occl", env=LEND_EVERYTHING) as pool:
+        if not all(pool.run(w_single_copies_possible)):
+            pytest.skip("no single copies here (TCP forced, or cross-memory attach forbidden)")
+        problems = _p2p_problems(pool)
+        import test_p2p as p2p
+
+        error, next_ok = pool.run(p2p.w_recv_of_another_size, 1000)[1]
+    assert not problems, "\n".join(problems[:40])
+    assert error is not None and "rank 0 sent 4000 bytes with tag 3, but the receive expects " \
+        "2000" in error, error
+    assert next_ok
+
+
+def w_lent_to_a_stopped_rank(rank, ws, group_timeout):
+    """Rank 0 stops rank 1's process, lends it a message and must give up after the timeout;
+    once resumed, rank 1 must not take the message (rank 0 may have freed it)."""
+    import signal
+    import time
+
+    pids = [None] * ws
+    dist.all_gather_object(pids, os.getpid())
+    if rank == 0:
+        os.kill(pids[1], signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            try:
+                dist.send(torch.ones(1 << 20), 1, tag=9)
+                return "the send returned although its receiver was stopped"
+            except RuntimeError as e:
+                return time.monotonic() - start, str(e)
+        finally:
+            os.kill(pids[1], signal.SIGCONT)
+    if rank == 1:
+        time.sleep(group_timeout + 2)  # stopped in here, and resumed after rank 0 gave up
+        got = torch.zeros(1 << 20)
+        try:
+            dist.recv(got, 0, tag=9)
+            return f"received {got[:2].tolist()} from a sender that gave up"
+        except RuntimeError as e:
+            return str(e)
+    return None
+
+
+def test_lent_message_to_a_stopped_rank_times_out():
+    group_timeout = 3.0
+    with DistPool(2, "occl", group_timeout=group_timeout) as pool:
+        if not all(pool.run(w_single_copies_possible)):
+            pytest.skip("no single copies here (TCP forced, or cross-memory attach forbidden)")
+        sender, receiver = pool.run(w_lent_to_a_stopped_rank, group_timeout, timeout=60)
+    assert isinstance(sender, tuple), sender
+    elapsed, error = sender
+    assert "rank 1 did not take a message in time" in error, error
+    assert group_timeout * 0.8 < elapsed < group_timeout + 5, elapsed
+    assert "rank 0 closed the connection" in receiver, receiver

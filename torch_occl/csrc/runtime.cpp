@@ -46,9 +46,13 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
         store, rank, size,
         {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes, config_.timeout});
     mesh_ = std::make_unique<transport::Mesh>(rank, size, std::move(sockets), std::move(shm));
+    // Large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
+    std::optional<transport::PeerMemory> peer_memory;
+    if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
     p2p_ = std::make_unique<transport::P2PEngine>(
         rank, size,
-        transport::connect_group(store, rank, size, {config_.bind_address, config_.timeout, "p2p"}));
+        transport::connect_group(store, rank, size, {config_.bind_address, config_.timeout, "p2p"}),
+        std::move(peer_memory), Tuning::get().single_copy_min_bytes);
   } catch (const transport::TransportError& e) {
     C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + describe_group() + ": " + e.what());
   }

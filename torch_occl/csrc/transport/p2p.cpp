@@ -9,10 +9,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <list>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -21,12 +23,28 @@ namespace {
 
 constexpr uint32_t kP2PMagic = 0x4f435032;  // "OCP2"
 constexpr int kMaxPollMillis = 1000;
+// How long a lent message nobody receives yet stays in its sender's memory before the receiver
+// buffers it anyway: long enough for a receive posted right after, short enough that a send
+// completes without one (as a sent message's does), so ranks that both send first never wait.
+constexpr auto kLentGrace = std::chrono::milliseconds(1);
+
+// What a frame is (P2PHeader::kind).
+enum FrameKind : uint32_t {
+  kMessage = 0,  // tag, bytes, then the message's bytes
+  kLent = 1,     // tag, bytes, then a LentMessage: the bytes stay in the sender's memory
+  kCopied = 2,   // tag: a LentMessage's id; the receiver is done with it, the send completes
+};
 
 struct P2PHeader {
   uint32_t magic;
-  uint32_t reserved;
+  uint32_t kind;
   int64_t tag;
-  uint64_t bytes;
+  uint64_t bytes;  // the message's size, for kMessage and kLent
+};
+
+struct LentMessage {
+  uint64_t address;  // of the message in the sender's memory
+  uint64_t id;       // the sender's name for it, echoed by kCopied
 };
 
 struct SendRequest {
@@ -34,9 +52,23 @@ struct SendRequest {
   const char* data;
   size_t done;  // bytes of header + payload written so far
   Deadline deadline;
-  P2PEngine::Completion callback;
+  P2PEngine::Completion callback;  // empty for a kCopied reply
+  LentMessage lent{};              // the payload of a kLent frame
 
-  size_t total() const { return sizeof(P2PHeader) + header.bytes; }
+  const char* payload() const {
+    return header.kind == kLent ? reinterpret_cast<const char*>(&lent) : data;
+  }
+  size_t payload_bytes() const {
+    if (header.kind == kLent) return sizeof(LentMessage);
+    return header.kind == kMessage ? header.bytes : 0;
+  }
+  size_t total() const { return sizeof(P2PHeader) + payload_bytes(); }
+};
+
+// A lent send whose receiver has not copied it yet.
+struct LentSend {
+  P2PEngine::Completion callback;
+  Deadline deadline;
 };
 
 struct RecvRequest {
@@ -61,9 +93,18 @@ struct Payload {
   static Payload of(size_t bytes) { return {std::unique_ptr<char[]>(new char[bytes]), bytes}; }
 };
 
+// A lent message nobody has received yet.
+struct LentArrival {
+  uint64_t address;
+  uint64_t id;
+  size_t bytes;
+  Deadline buffer_at;  // when the receiver copies it into a Payload after all
+};
+
 struct Arrived {
   int64_t tag;
   Payload payload;
+  std::optional<LentArrival> lent;  // set while the bytes are still in the sender's memory
 };
 
 std::exception_ptr error(TransportError::Kind kind, const std::string& what) {
@@ -102,13 +143,18 @@ struct Link {
   std::optional<RecvRequest> matched;  // the receive the arriving payload goes into, or
   Payload buffer;                      // where it goes while nobody waits for it
   bool discard = false;                // a payload whose receive failed: read and drop it
-  size_t payload_done = 0;
+  size_t payload_done = 0;             // of the payload, or of the LentMessage of a kLent frame
+  LentMessage lent_in{};
   std::deque<Arrived> arrived;         // whole messages nobody has received yet
+  std::map<uint64_t, LentSend> lent_out;  // by id
+  uint64_t next_lent_id = 0;
 };
 
 struct P2PEngine::State {
   int rank;
   int wake_fd;  // an eventfd: new requests, abort or stop
+  std::optional<PeerMemory> peer_memory;  // set: large messages are lent
+  size_t lend_min_bytes = 0;
   std::vector<Link> links;
   std::list<RecvRequest> posted;  // receives waiting for a message, in posting order
   bool stopping = false;
@@ -129,7 +175,14 @@ struct P2PEngine::State {
   void add_recv(RecvRequest request);
   void progress_sends(int peer);
   void progress_recv(int peer);
+  void start_message(int peer);
   void finish_message(int peer);
+  void on_lent(int peer);
+  void on_copied(int peer, uint64_t id);
+  void receive_lent(int peer, int64_t tag, const LentArrival& lent, RecvRequest& recv);
+  std::exception_ptr copy_lent(int peer, const LentArrival& lent, void* into);
+  void send_copied(int peer, uint64_t id);
+  void buffer_lent(Deadline now);
   void expire(Deadline now);
   Deadline next_deadline() const;
   bool every_link_failed() const;
@@ -140,6 +193,7 @@ struct P2PEngine::State {
 // Calls a request's completion and keeps it for the caller's thread to drop. An exception from
 // it (a bug in a callback) must not end the engine's thread, which serves every other request.
 void P2PEngine::State::complete(Completion& callback, std::exception_ptr failure, int source) {
+  if (!callback) return;  // a kCopied reply
   try {
     callback(failure, source);
   } catch (const std::exception& e) {
@@ -165,6 +219,12 @@ void P2PEngine::State::fail_link(int peer, TransportError::Kind kind, const std:
   link.socket = Socket();
   for (auto& send : link.sends) complete(send.callback, error(kind, why), -1);
   link.sends.clear();
+  for (auto& [id, send] : link.lent_out) complete(send.callback, error(kind, why), -1);
+  link.lent_out.clear();
+  // Lent messages not copied yet: their sender may free them from now on.
+  for (auto it = link.arrived.begin(); it != link.arrived.end();) {
+    it = it->lent ? link.arrived.erase(it) : std::next(it);
+  }
   if (link.matched) complete(link.matched->callback, error(kind, why), peer);
   link.matched.reset();
   // Receives from this peer fail now; receives from any source once no peer is left.
@@ -193,6 +253,10 @@ void P2PEngine::State::add_send(int peer, SendRequest request) {
     complete(request.callback, error(TransportError::Kind::PeerClosed, link.failure), -1);
     return;
   }
+  if (peer_memory && request.header.bytes > 0 && request.header.bytes >= lend_min_bytes) {
+    request.header.kind = kLent;
+    request.lent = {reinterpret_cast<uint64_t>(request.data), link.next_lent_id++};
+  }
   link.sends.push_back(std::move(request));
 }
 
@@ -204,6 +268,13 @@ void P2PEngine::State::add_recv(RecvRequest request) {
     auto& arrived = links[peer].arrived;
     for (auto it = arrived.begin(); it != arrived.end(); ++it) {
       if (!request.matches(peer, it->tag)) continue;
+      if (it->lent) {
+        const LentArrival lent = *it->lent;
+        const int64_t tag = it->tag;
+        arrived.erase(it);
+        receive_lent(peer, tag, lent, request);
+        return;
+      }
       if (it->payload.size != request.bytes) {
         complete(request.callback,
                  size_mismatch(peer, it->tag, request.bytes, it->payload.size), peer);
@@ -220,7 +291,7 @@ void P2PEngine::State::add_recv(RecvRequest request) {
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
     if (peer == rank || (request.peer != kAnySource && request.peer != peer)) continue;
     Link& link = links[peer];
-    if (!link.in_payload || link.matched || link.discard ||
+    if (!link.in_payload || link.header.kind != kMessage || link.matched || link.discard ||
         !request.matches(peer, link.header.tag) || link.header.bytes != request.bytes) {
       continue;
     }
@@ -256,9 +327,9 @@ void P2PEngine::State::progress_sends(int peer) {
     } else {
       payload_offset = send.done - sizeof(P2PHeader);
     }
-    if (send.header.bytes > payload_offset) {
-      iov[count++] = {const_cast<char*>(send.data) + payload_offset,
-                      send.header.bytes - payload_offset};
+    if (send.payload_bytes() > payload_offset) {
+      iov[count++] = {const_cast<char*>(send.payload()) + payload_offset,
+                      send.payload_bytes() - payload_offset};
     }
     msghdr message{};
     message.msg_iov = iov;
@@ -273,6 +344,11 @@ void P2PEngine::State::progress_sends(int peer) {
     send.done += static_cast<size_t>(n);
     if (send.done < send.total()) return;
     Completion callback = std::move(send.callback);
+    if (send.header.kind == kLent) {  // completes when the receiver has copied it
+      link.lent_out[send.lent.id] = {std::move(callback), send.deadline};
+      link.sends.pop_front();
+      continue;
+    }
     link.sends.pop_front();
     complete(callback, nullptr, -1);
   }
@@ -288,26 +364,31 @@ void P2PEngine::State::progress_recv(int peer) {
       if (n == 0) return;
       link.header_done += n;
       if (link.header_done < sizeof(P2PHeader)) continue;
-      if (link.header.magic != kP2PMagic) {
+      if (link.header.magic != kP2PMagic || link.header.kind > kCopied) {
         throw TransportError(TransportError::Kind::Protocol,
                              "bad frame from rank " + std::to_string(peer));
+      }
+      if (link.header.kind == kCopied) {
+        link.header_done = 0;
+        on_copied(peer, static_cast<uint64_t>(link.header.tag));
+        continue;
       }
       link.in_payload = true;
       link.payload_done = 0;
       link.discard = false;
-      for (auto it = posted.begin(); it != posted.end(); ++it) {
-        if (!it->matches(peer, link.header.tag)) continue;
-        if (it->bytes == link.header.bytes) {
-          link.matched = std::move(*it);
-        } else {
-          complete(it->callback,
-                   size_mismatch(peer, link.header.tag, it->bytes, link.header.bytes), peer);
-          link.discard = true;
-        }
-        posted.erase(it);
-        break;
-      }
-      if (!link.matched) link.buffer = Payload::of(link.header.bytes);
+      if (link.header.kind == kMessage) start_message(peer);
+    }
+    if (link.header.kind == kLent) {
+      size_t left = sizeof(LentMessage) - link.payload_done;
+      size_t n = read_some(link.socket.fd(), peer,
+                           reinterpret_cast<char*>(&link.lent_in) + link.payload_done, left);
+      if (n == 0) return;
+      link.payload_done += n;
+      if (n < left) continue;
+      link.in_payload = false;
+      link.header_done = 0;
+      on_lent(peer);
+      continue;
     }
     char* target = link.matched ? link.matched->data : link.buffer.data.get();
     size_t left = link.header.bytes - link.payload_done;
@@ -318,6 +399,116 @@ void P2PEngine::State::progress_recv(int peer) {
       if (n < left) continue;
     }
     finish_message(peer);
+  }
+}
+
+void P2PEngine::State::start_message(int peer) {
+  Link& link = links[peer];
+  for (auto it = posted.begin(); it != posted.end(); ++it) {
+    if (!it->matches(peer, link.header.tag)) continue;
+    if (it->bytes == link.header.bytes) {
+      link.matched = std::move(*it);
+    } else {
+      complete(it->callback, size_mismatch(peer, link.header.tag, it->bytes, link.header.bytes),
+               peer);
+      link.discard = true;
+    }
+    posted.erase(it);
+    break;
+  }
+  if (!link.matched) link.buffer = Payload::of(link.header.bytes);
+}
+
+void P2PEngine::State::on_lent(int peer) {
+  Link& link = links[peer];
+  const int64_t tag = link.header.tag;
+  const LentArrival lent{link.lent_in.address, link.lent_in.id, link.header.bytes,
+                         Clock::now() + kLentGrace};
+  for (auto it = posted.begin(); it != posted.end(); ++it) {
+    if (!it->matches(peer, tag)) continue;
+    RecvRequest recv = std::move(*it);
+    posted.erase(it);
+    receive_lent(peer, tag, lent, recv);
+    return;
+  }
+  link.arrived.push_back({tag, Payload{}, lent});
+}
+
+void P2PEngine::State::receive_lent(int peer, int64_t tag, const LentArrival& lent,
+                                    RecvRequest& recv) {
+  std::exception_ptr failure = recv.bytes == lent.bytes
+                                   ? copy_lent(peer, lent, recv.data)
+                                   : size_mismatch(peer, tag, recv.bytes, lent.bytes);
+  send_copied(peer, lent.id);  // done with the sender's buffer either way
+  complete(recv.callback, failure, peer);
+}
+
+std::exception_ptr P2PEngine::State::copy_lent(int peer, const LentArrival& lent, void* into) {
+  try {
+    peer_memory->read(peer, lent.address, into, lent.bytes);
+  } catch (const TransportError&) {
+    return std::current_exception();
+  }
+  // A sender gives up on a lent message only by closing the link, and lets the message's memory
+  // go only after that: a link still open after the copy means the bytes copied were the
+  // message's.
+  char byte;
+  const int fd = links[peer].socket.valid() ? links[peer].socket.fd() : -1;
+  ssize_t n = fd < 0 ? 0 : ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    return error(TransportError::Kind::PeerClosed,
+                 "rank " + std::to_string(peer) +
+                     " closed the connection while its message was being copied");
+  }
+  return nullptr;
+}
+
+void P2PEngine::State::send_copied(int peer, uint64_t id) {
+  Link& link = links[peer];
+  if (!link.failure.empty()) return;
+  link.sends.push_back(SendRequest{{kP2PMagic, kCopied, static_cast<int64_t>(id), 0}, nullptr,
+                                   0, Deadline::max(), nullptr});
+}
+
+void P2PEngine::State::on_copied(int peer, uint64_t id) {
+  Link& link = links[peer];
+  auto it = link.lent_out.find(id);
+  if (it == link.lent_out.end()) {
+    throw TransportError(TransportError::Kind::Protocol,
+                         "rank " + std::to_string(peer) + " copied a message never lent to it");
+  }
+  Completion callback = std::move(it->second.callback);
+  link.lent_out.erase(it);
+  complete(callback, nullptr, -1);
+}
+
+// Lent messages nobody received within kLentGrace are copied into buffers, which completes their
+// sends: a rank may send before the rank it sends to posts the receive (and both may).
+void P2PEngine::State::buffer_lent(Deadline now) {
+  for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
+    Link& link = links[peer];
+    for (auto it = link.arrived.begin(); it != link.arrived.end() && link.failure.empty();) {
+      if (!it->lent || it->lent->buffer_at > now) {
+        ++it;
+        continue;
+      }
+      const LentArrival lent = *it->lent;
+      std::exception_ptr failure;
+      try {
+        it->payload = Payload::of(lent.bytes);
+        failure = copy_lent(peer, lent, it->payload.data.get());
+      } catch (const std::exception& e) {  // no memory for the buffer
+        failure = error(TransportError::Kind::System, e.what());
+      }
+      send_copied(peer, lent.id);
+      if (failure) {
+        // Lost with its sender (the link fails next); a receive posted for it fails then.
+        it = link.arrived.erase(it);
+        continue;
+      }
+      it->lent.reset();
+      ++it;
+    }
   }
 }
 
@@ -385,6 +576,13 @@ void P2PEngine::State::expire(Deadline now) {
       link.buffer = Payload::of(link.header.bytes);
       link.discard = true;
     }
+    const bool lent_overdue = std::any_of(link.lent_out.begin(), link.lent_out.end(),
+                                          [&](const auto& lent) { return lent.second.deadline <= now; });
+    if (lent_overdue) {
+      // Its receiver may be copying it right now: only closing the link makes sure it will not.
+      fail_link(peer, TransportError::Kind::Timeout,
+                "rank " + std::to_string(peer) + " did not take a message in time");
+    }
     if (link.sends.empty()) continue;
     if (link.sends.front().done > 0 && link.sends.front().deadline <= now) {
       // Half a message is on the wire: the link cannot carry another one.
@@ -412,12 +610,19 @@ Deadline P2PEngine::State::next_deadline() const {
   for (const auto& link : links) {
     if (link.matched) next = std::min(next, link.matched->deadline);
     for (const auto& send : link.sends) next = std::min(next, send.deadline);
+    for (const auto& [id, send] : link.lent_out) next = std::min(next, send.deadline);
+    for (const auto& arrived : link.arrived) {
+      if (arrived.lent) next = std::min(next, arrived.lent->buffer_at);
+    }
   }
   return next;
 }
 
-P2PEngine::P2PEngine(int rank, int size, std::vector<Socket> links)
+P2PEngine::P2PEngine(int rank, int size, std::vector<Socket> links,
+                     std::optional<PeerMemory> peer_memory, size_t lend_min_bytes)
     : state_(std::make_shared<State>()) {
+  state_->peer_memory = std::move(peer_memory);
+  state_->lend_min_bytes = lend_min_bytes;
   state_->rank = rank;
   state_->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (state_->wake_fd < 0) {
@@ -498,6 +703,7 @@ void P2PEngine::loop(std::shared_ptr<State> shared) {
         state.fail_link(peer, TransportError::Kind::System, e.what());
       }
     }
+    state.buffer_lent(Clock::now());
     state.expire(Clock::now());
 
     fds.clear();

@@ -6,9 +6,18 @@
 // at once; the engine's thread moves the bytes and calls the completion. A message matches the
 // earliest posted receive with its sender (or any sender) and tag; a message nobody waits for yet
 // is buffered until a receive for it is posted.
+//
+// Between ranks that may copy from each other's memory (peer_memory.hpp), a large message is
+// lent rather than sent: the sender passes its address, the receiver copies it out of the
+// sender's memory (straight into the receive, if one is posted within kLentGrace; else into a
+// buffer, as for any message nobody waits for), then tells the sender its buffer is free, which
+// completes the send.
 #pragma once
 
+#include "peer_memory.hpp"
 #include "socket.hpp"
+
+#include <optional>
 
 #include <cstdint>
 #include <exception>
@@ -27,8 +36,10 @@ class P2PEngine {
   using Completion = std::function<void(std::exception_ptr, int source)>;
   static constexpr int kAnySource = -1;
 
-  // links[r] is the connection to rank r (invalid for r == rank).
-  P2PEngine(int rank, int size, std::vector<Socket> links);
+  // links[r] is the connection to rank r (invalid for r == rank). With `peer_memory`, messages
+  // of at least `lend_min_bytes` are lent.
+  P2PEngine(int rank, int size, std::vector<Socket> links,
+            std::optional<PeerMemory> peer_memory = std::nullopt, size_t lend_min_bytes = 0);
   ~P2PEngine();  // fails what is still pending, then joins the thread
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
