@@ -46,7 +46,7 @@ using DoneFn = std::function<void(std::exception_ptr, int source_rank)>;
 
 // How an op runs (spec: an op's `dispatch`).
 enum class Dispatch {
-  Queued,  // after every op issued before it, on the group's worker (or a waiting thread): collectives
+  Queued,  // collectives: after every op issued before it, on the worker (or a waiting thread)
   Posted,  // at once on the caller's thread, handing its completion to the p2p engine
 };
 

@@ -2,6 +2,8 @@
 
 #include <c10/util/Logging.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -450,12 +452,16 @@ std::exception_ptr P2PEngine::State::copy_lent(int peer, const LentArrival& lent
     return std::current_exception();
   }
   // A sender gives up on a lent message only by closing the link, and lets the message's memory
-  // go only after that: a link still open after the copy means the bytes copied were the
-  // message's.
-  char byte;
-  const int fd = links[peer].socket.valid() ? links[peer].socket.fd() : -1;
-  ssize_t n = fd < 0 ? 0 : ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+  // go only after that (over loopback, close() has delivered its FIN or RST by the time it
+  // returns): a link still established after the copy means the bytes copied were the
+  // message's. Asked of the connection's state, not of its data, which may still be queued.
+  tcp_info info{};
+  socklen_t size = sizeof(info);
+  const bool established =
+      links[peer].socket.valid() &&
+      ::getsockopt(links[peer].socket.fd(), IPPROTO_TCP, TCP_INFO, &info, &size) == 0 &&
+      info.tcpi_state == TCP_ESTABLISHED;
+  if (!established) {
     return error(TransportError::Kind::PeerClosed,
                  "rank " + std::to_string(peer) +
                      " closed the connection while its message was being copied");
@@ -576,8 +582,9 @@ void P2PEngine::State::expire(Deadline now) {
       link.buffer = Payload::of(link.header.bytes);
       link.discard = true;
     }
-    const bool lent_overdue = std::any_of(link.lent_out.begin(), link.lent_out.end(),
-                                          [&](const auto& lent) { return lent.second.deadline <= now; });
+    const bool lent_overdue =
+        std::any_of(link.lent_out.begin(), link.lent_out.end(),
+                    [&](const auto& lent) { return lent.second.deadline <= now; });
     if (lent_overdue) {
       // Its receiver may be copying it right now: only closing the link makes sure it will not.
       fail_link(peer, TransportError::Kind::Timeout,
