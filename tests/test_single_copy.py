@@ -251,6 +251,6 @@ def test_lent_message_to_a_stopped_rank_times_out():
         sender, receiver = pool.run(w_lent_to_a_stopped_rank, group_timeout, timeout=60)
     assert isinstance(sender, tuple), sender
     elapsed, error = sender
-    assert "rank 1 did not take a message in time" in error, error
+    assert "rank 1 did not copy a lent message in time" in error, error
     assert group_timeout * 0.8 < elapsed < group_timeout + 5, elapsed
     assert "rank 0 closed the connection" in receiver, receiver

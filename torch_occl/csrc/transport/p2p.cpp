@@ -2,8 +2,6 @@
 
 #include <c10/util/Logging.h>
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -12,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -47,6 +46,7 @@ struct P2PHeader {
 struct LentMessage {
   uint64_t address;  // of the message in the sender's memory
   uint64_t id;       // the sender's name for it, echoed by kCopied
+  uint64_t revoked;  // address of the sender's Link::revoked for this link
 };
 
 struct SendRequest {
@@ -99,6 +99,7 @@ struct Payload {
 struct LentArrival {
   uint64_t address;
   uint64_t id;
+  uint64_t revoked;  // where the sender says it let the message go
   size_t bytes;
   Deadline buffer_at;  // when the receiver copies it into a Payload after all
 };
@@ -150,6 +151,10 @@ struct Link {
   std::deque<Arrived> arrived;         // whole messages nobody has received yet
   std::map<uint64_t, LentSend> lent_out;  // by id
   uint64_t next_lent_id = 0;
+  // Set, before any lent send fails, when the link fails: the receiver reads it (in this
+  // process's memory) after each copy, so it never keeps bytes of a buffer this rank let go.
+  // Its own allocation: its address must not move.
+  std::unique_ptr<std::atomic<uint64_t>> revoked = std::make_unique<std::atomic<uint64_t>>(0);
 };
 
 struct P2PEngine::State {
@@ -218,6 +223,7 @@ void P2PEngine::State::fail_link(int peer, TransportError::Kind kind, const std:
   Link& link = links[peer];
   if (!link.failure.empty()) return;
   link.failure = why;
+  link.revoked->store(1);  // before the lent sends below fail and their buffers may be reused
   link.socket = Socket();
   for (auto& send : link.sends) complete(send.callback, error(kind, why), -1);
   link.sends.clear();
@@ -257,7 +263,8 @@ void P2PEngine::State::add_send(int peer, SendRequest request) {
   }
   if (peer_memory && request.header.bytes > 0 && request.header.bytes >= lend_min_bytes) {
     request.header.kind = kLent;
-    request.lent = {reinterpret_cast<uint64_t>(request.data), link.next_lent_id++};
+    request.lent = {reinterpret_cast<uint64_t>(request.data), link.next_lent_id++,
+                    reinterpret_cast<uint64_t>(link.revoked.get())};
   }
   link.sends.push_back(std::move(request));
 }
@@ -424,8 +431,13 @@ void P2PEngine::State::start_message(int peer) {
 void P2PEngine::State::on_lent(int peer) {
   Link& link = links[peer];
   const int64_t tag = link.header.tag;
-  const LentArrival lent{link.lent_in.address, link.lent_in.id, link.header.bytes,
-                         Clock::now() + kLentGrace};
+  if (!peer_memory) {
+    throw TransportError(TransportError::Kind::Protocol,
+                         "rank " + std::to_string(peer) + " lent a message to a rank that cannot "
+                         "read its memory");
+  }
+  const LentArrival lent{link.lent_in.address, link.lent_in.id, link.lent_in.revoked,
+                         link.header.bytes, Clock::now() + kLentGrace};
   for (auto it = posted.begin(); it != posted.end(); ++it) {
     if (!it->matches(peer, tag)) continue;
     RecvRequest recv = std::move(*it);
@@ -451,17 +463,15 @@ std::exception_ptr P2PEngine::State::copy_lent(int peer, const LentArrival& lent
   } catch (const TransportError&) {
     return std::current_exception();
   }
-  // A sender gives up on a lent message only by closing the link, and lets the message's memory
-  // go only after that (over loopback, close() has delivered its FIN or RST by the time it
-  // returns): a link still established after the copy means the bytes copied were the
-  // message's. Asked of the connection's state, not of its data, which may still be queued.
-  tcp_info info{};
-  socklen_t size = sizeof(info);
-  const bool established =
-      links[peer].socket.valid() &&
-      ::getsockopt(links[peer].socket.fd(), IPPROTO_TCP, TCP_INFO, &info, &size) == 0 &&
-      info.tcpi_state == TCP_ESTABLISHED;
-  if (!established) {
+  // A sender lets a lent message go only after it set its link's revoked word: read after the
+  // copy, a word still clear means the bytes copied were the message's.
+  uint64_t revoked = 1;
+  try {
+    peer_memory->read(peer, lent.revoked, &revoked, sizeof(revoked));
+  } catch (const TransportError&) {
+    return std::current_exception();
+  }
+  if (revoked != 0) {
     return error(TransportError::Kind::PeerClosed,
                  "rank " + std::to_string(peer) +
                      " closed the connection while its message was being copied");
@@ -503,15 +513,21 @@ void P2PEngine::State::buffer_lent(Deadline now) {
       try {
         it->payload = Payload::of(lent.bytes);
         failure = copy_lent(peer, lent, it->payload.data.get());
-      } catch (const std::exception& e) {  // no memory for the buffer
-        failure = error(TransportError::Kind::System, e.what());
+      } catch (const std::exception&) {  // no memory for the buffer
+        failure = std::current_exception();
+      }
+      if (failure) {
+        // The message is lost: its sender and its receive must hear of it, through the link.
+        try {
+          std::rethrow_exception(failure);
+        } catch (const TransportError& e) {
+          fail_link(peer, e.kind(), e.what());
+        } catch (const std::exception& e) {
+          fail_link(peer, TransportError::Kind::System, e.what());
+        }
+        break;
       }
       send_copied(peer, lent.id);
-      if (failure) {
-        // Lost with its sender (the link fails next); a receive posted for it fails then.
-        it = link.arrived.erase(it);
-        continue;
-      }
       it->lent.reset();
       ++it;
     }
@@ -588,7 +604,7 @@ void P2PEngine::State::expire(Deadline now) {
     if (lent_overdue) {
       // Its receiver may be copying it right now: only closing the link makes sure it will not.
       fail_link(peer, TransportError::Kind::Timeout,
-                "rank " + std::to_string(peer) + " did not take a message in time");
+                "rank " + std::to_string(peer) + " did not copy a lent message in time");
     }
     if (link.sends.empty()) continue;
     if (link.sends.front().done > 0 && link.sends.front().deadline <= now) {

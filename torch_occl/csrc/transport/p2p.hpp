@@ -11,7 +11,8 @@
 // lent rather than sent: the sender passes its address, the receiver copies it out of the
 // sender's memory (straight into the receive, if one is posted within kLentGrace; else into a
 // buffer, as for any message nobody waits for), then tells the sender its buffer is free, which
-// completes the send.
+// completes the send. A sender that gives up on a lent message first sets a word the receiver
+// reads after each copy, so a receiver never keeps bytes of a buffer reused meanwhile.
 #pragma once
 
 #include "peer_memory.hpp"
@@ -40,7 +41,7 @@ class P2PEngine {
   // of at least `lend_min_bytes` are lent.
   P2PEngine(int rank, int size, std::vector<Socket> links,
             std::optional<PeerMemory> peer_memory = std::nullopt, size_t lend_min_bytes = 0);
-  ~P2PEngine();  // fails what is still pending, then joins the thread
+  ~P2PEngine();  // fails what is still pending; the thread then ends on its own
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
 

@@ -4,10 +4,18 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <exception>
 #include <stdexcept>
 
 namespace occl::runtime {
+namespace {
+
+// The worker is not woken for a task its caller runs; it still looks this often, so that such a
+// task nobody claims (a C++ caller that set asyncOp false and then did not wait) runs anyway.
+constexpr auto kLookAgain = std::chrono::seconds(1);
+
+}  // namespace
 
 Executor::Executor() : queue_(std::make_shared<Queue>()) {
   // The worker owns its share of the queue; stop() waits for the work, not the thread.
@@ -95,9 +103,11 @@ void Executor::loop(std::shared_ptr<Queue> queue) {
   std::unique_lock<std::mutex> lock(queue->mutex);
   for (;;) {
     // A task run by a waiting thread is waited for here, even when stopping.
-    queue->ready.wait(lock, [&] {
-      return !queue->running && (queue->stopping || !queue->tasks.empty());
-    });
+    if (!queue->ready.wait_for(lock, kLookAgain, [&] {
+          return !queue->running && (queue->stopping || !queue->tasks.empty());
+        })) {
+      continue;
+    }
     if (queue->abandoned || queue->tasks.empty()) {  // stopping, and nothing left to run
       queue->tasks.clear();
       queue->idle.notify_all();

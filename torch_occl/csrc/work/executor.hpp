@@ -48,7 +48,8 @@ class Executor {
 
   // `caller_runs`: the caller is about to wait for the task through run_if_next(), so the worker
   // is not woken for it (were the worker woken on another core, it would only take that core
-  // from a rank that needs it). A worker that is awake still takes it when it is next.
+  // from a rank that needs it). A worker that is awake still takes it when it is next, and an
+  // idle worker looks for one nobody claimed once a second.
   Ticket submit(Task task, bool caller_runs);
   // Runs every queued task and returns once the last has run, destroying the finished tasks on
   // the calling thread; later submits are rejected. Idempotent and thread-safe. The worker then
