@@ -11,6 +11,6 @@ if [ $# -gt 0 ]; then
 fi
 python -m pytest
 OCCL_TRANSPORT=tcp python -m pytest -m "not torch_suite" \
-  tests/test_collectives.py tests/test_extended_ops.py tests/test_async_and_timeout.py \
-  tests/test_groups.py tests/test_stacks.py tests/test_ddp.py tests/test_sparse.py \
-  tests/test_average.py tests/test_faults.py tests/test_soak.py
+  tests/test_collectives.py tests/test_extended_ops.py tests/test_p2p.py \
+  tests/test_async_and_timeout.py tests/test_groups.py tests/test_stacks.py tests/test_ddp.py \
+  tests/test_sparse.py tests/test_average.py tests/test_faults.py tests/test_soak.py

@@ -86,3 +86,54 @@ def test_interpreter_exits_cleanly_right_after_large_ops(tmp_path, kind):
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, f"rank {rank} exited with {proc.returncode}: {err}"
             assert out.strip() == expected[rank], out
+
+
+SHUTDOWN_IN_COMPLETION_SCRIPT = textwrap.dedent(
+    """
+    import datetime, threading
+    import torch
+    import torch.distributed as dist
+    import torch._C._distributed_c10d as c10d
+    import torch_occl._C as extension
+
+    options = extension.ProcessGroupOCCL.Options()
+    options._timeout = datetime.timedelta(seconds=10)
+    backend = extension.ProcessGroupOCCL(dist.HashStore(), 0, 1, options)
+    queued = threading.Event()
+
+    def shut_down(future):
+        queued.wait(10)  # until the ops behind this one are queued
+        backend.shutdown()
+        return future.value()
+
+    # With asyncOp false nothing runs the first op until the next submit wakes the worker, so
+    # the callback is attached before the op completes, and runs on the worker.
+    waited = c10d.AllreduceOptions()
+    waited.asyncOp = False
+    first = backend.allreduce([torch.ones(4)], waited)
+    chained = first.get_future().then(shut_down)
+    later = [backend.allreduce([torch.ones(4)], c10d.AllreduceOptions()) for _ in range(3)]
+    queued.set()
+    print("first", chained.wait()[0].tolist())
+    for work in later:
+        try:
+            work.wait(datetime.timedelta(seconds=10))
+            print("ran")
+        except RuntimeError as e:
+            print("failed:", str(e).splitlines()[0])
+    """
+)
+
+
+def test_shutdown_from_a_completion_fails_the_queued_ops():
+    # A completion that shuts the backend down runs on the thread that runs the ops: the ops
+    # still queued behind it must fail, not stay pending forever.
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = subprocess.run([sys.executable, "-c", SHUTDOWN_IN_COMPLETION_SCRIPT], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "first [1.0, 1.0, 1.0, 1.0]"
+    assert lines[1:] == [
+        f"failed: occl.allreduce #{n} in group 0 (rank 0 of 1): not run, the backend was shut "
+        "down from inside an earlier op's completion" for n in (1, 2, 3)], result.stdout

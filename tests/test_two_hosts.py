@@ -96,7 +96,14 @@ def test_collectives_across_two_hosts_and_a_host_dying(two_hosts):
             assert checked is not None, f"rank {rank} did not finish its checks: " + (
                 proc.stderr.read() if proc.poll() is not None else "still running")
             regions = checked.pop("shared-memory regions")
+            links = checked.pop("tcp links")
             assert all(checked.values()), f"rank {rank}: wrong results: {checked}"
+            # Links within a host queue little (test_tcp_links); links to the other host keep
+            # the kernel's sizing, which a real network needs.
+            assert len(links) == 2 * (world_size - 1), f"rank {rank}: {links}"
+            for local, peer, send_buffer in links:
+                same_host = local == peer
+                assert (send_buffer == 2 * 256 * 1024) == same_host, f"rank {rank}: {links}"
             assert regions == 1, f"rank {rank}: {regions} shared-memory regions, expected 1 " \
                                  "(its host's other rank)"
 

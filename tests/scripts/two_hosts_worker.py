@@ -6,6 +6,7 @@ Checks a few collectives against values computed here, prints `checked <json>`, 
 
 import datetime
 import json
+import os
 import sys
 import time
 
@@ -13,6 +14,9 @@ import torch
 import torch.distributed as dist
 
 import torch_occl
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tcp_links import tcp_links  # noqa: E402
 
 master, rank, world_size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 dist.init_process_group(torch_occl.BACKEND_NAME, init_method=f"tcp://{master}", rank=rank,
@@ -33,6 +37,9 @@ for n in (5, 1 << 20):  # the direct and the ring algorithm
     results[f"broadcast {n}"] = torch.equal(b, torch.full((n,), float(world_size - 1)))
 with open("/proc/self/maps") as maps:
     results["shared-memory regions"] = sum("memfd:occl" in line for line in maps)
+store_port = int(master.rsplit(":", 1)[1])
+results["tcp links"] = [[link.local[0], link.peer[0], link.send_buffer] for link in tcp_links()
+                        if store_port not in (link.local[1], link.peer[1])]
 print("checked", json.dumps(results), flush=True)
 
 big = torch.ones(16 << 20)

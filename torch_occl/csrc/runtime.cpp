@@ -35,13 +35,17 @@ void finish_op(const DoneFn& done, std::exception_ptr error, int source_rank) {
 }  // namespace
 
 Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Config config)
-    : rank_(rank), size_(size), config_(std::move(config)) {
+    : rank_(rank),
+      size_(size),
+      config_(std::move(config)),
+      group_description_(std::make_shared<const std::string>(make_group_description())) {
   try {
     // Collectives and point-to-point messages travel on links of their own: p2p messages arrive
     // in any order and must never sit in the way of a collective's frames. Collectives between
     // ranks on one host go through shared memory; their sockets then only signal liveness.
-    auto sockets = transport::connect_group(store, rank, size,
-                                            {config_.bind_address, config_.timeout, "collective"});
+    const size_t send_buffer = Tuning::get().loopback_send_buffer_bytes;
+    auto sockets = transport::connect_group(
+        store, rank, size, {config_.bind_address, config_.timeout, "collective", send_buffer});
     auto shm = transport::connect_shared_memory(
         store, rank, size,
         {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes, config_.timeout});
@@ -51,7 +55,8 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
     if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
     p2p_ = std::make_unique<transport::P2PEngine>(
         rank, size,
-        transport::connect_group(store, rank, size, {config_.bind_address, config_.timeout, "p2p"}),
+        transport::connect_group(store, rank, size,
+                                 {config_.bind_address, config_.timeout, "p2p", send_buffer}),
         std::move(peer_memory), Tuning::get().single_copy_min_bytes);
   } catch (const transport::TransportError& e) {
     C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + describe_group() + ": " + e.what());
@@ -70,10 +75,17 @@ Ticket Runtime::submit(Dispatch dispatch, const char* label, std::chrono::millis
   }
   uint64_t sequence = collectives_submitted_++;
   try {
-    return executor_->submit([this, label, sequence, timeout, run = std::move(run),
-                              done = std::move(done)] {
+    auto task = [this, label, sequence, timeout, run = std::move(run), done] {
       execute(label, sequence, timeout, run, done);
-    }, caller_waits);
+    };
+    // Must not touch the runtime, which may be gone by then.
+    auto cancel = [label, sequence, group = group_description_, done = std::move(done)] {
+      finish_op(done, backend_error(std::string(label) + " #" + std::to_string(sequence) +
+                                    " in " + *group + ": not run, the backend was shut down " +
+                                    "from inside an earlier op's completion"),
+                -1);
+    };
+    return executor_->submit(std::move(task), std::move(cancel), caller_waits);
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, label, ": ", e.what());
   }
@@ -97,7 +109,9 @@ void Runtime::abort() {
   shutdown();
 }
 
-std::string Runtime::describe_group() const {
+std::string Runtime::describe_group() const { return *group_description_; }
+
+std::string Runtime::make_group_description() const {
   std::ostringstream out;
   out << "group " << config_.group_id << " (rank " << rank_ << " of " << size_;
   if (!config_.global_ranks_in_group.empty()) {

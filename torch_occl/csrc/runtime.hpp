@@ -91,11 +91,14 @@ class Runtime {
   void post(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,
             const OpFn& run, DoneFn done);
   std::string describe_group() const;
+  std::string make_group_description() const;  // once, from the fields above it
   std::string describe_op(const char* label, uint64_t sequence) const;
 
   int rank_;
   int size_;
   Config config_;
+  // "group G (rank r of n; ...)", shared with cancelled ops, which may outlive the runtime.
+  std::shared_ptr<const std::string> group_description_;
   std::mutex mesh_mutex_;  // abort() may come from any thread while shutdown() releases mesh_
   std::unique_ptr<transport::Mesh> mesh_;
   std::unique_ptr<transport::P2PEngine> p2p_;

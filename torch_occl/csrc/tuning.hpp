@@ -27,6 +27,10 @@ struct Tuning {
   size_t single_copy_min_bytes = 256 * 1024;
   // Capacity of one shared-memory ring (one direction between two ranks). OCCL_SHM_RING_BYTES
   size_t shm_ring_bytes = 1024 * 1024;
+  // SO_SNDBUF of TCP links between ranks on one host (0 leaves it to the kernel, which grows it to
+  // megabytes). Loopback TCP copies each byte twice, into the kernel and out of it: a small queue
+  // keeps the bytes in cache between the two copies. OCCL_LOOPBACK_SEND_BUFFER_BYTES
+  size_t loopback_send_buffer_bytes = 256 * 1024;
   // Microseconds a rank whose transfers stopped moving spins (yielding now and then) before it
   // sleeps on its doorbell or in poll(). Ranks that outnumber the cores never spin: their peers
   // need the core. OCCL_SPIN_US

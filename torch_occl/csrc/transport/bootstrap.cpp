@@ -194,6 +194,12 @@ std::vector<Socket> connect_group(const c10::intrusive_ptr<c10d::Store>& store, 
     peers[peer] = connect_member(*store, rank, size, peer, secret, options, deadline);
   }
   accept_members(listener, rank, size, secret, peers, deadline);
+  if (options.loopback_send_buffer_bytes > 0) {
+    for (const Socket& peer : peers) {
+      if (!peer.valid() || !peer.loopback()) continue;
+      peer.limit_send_buffer(options.loopback_send_buffer_bytes);
+    }
+  }
   return peers;
 }
 

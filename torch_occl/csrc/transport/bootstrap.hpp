@@ -23,6 +23,7 @@ struct BootstrapOptions {
   std::string bind_address;           // where this rank listens
   std::chrono::milliseconds timeout;  // for the whole bootstrap
   std::string channel;                // names this set of links' store keys ("collective", "p2p")
+  size_t loopback_send_buffer_bytes = 0;  // SO_SNDBUF of links within this host (0: the kernel's)
 };
 
 // Store values as text: `set_text` writes one, `wait_text` waits (up to `timeout`) and reads one.

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -182,6 +183,31 @@ int Socket::port() const {
   if (getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) throw_system("getsockname");
   if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
   return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+bool Socket::loopback() const {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+      local.ss_family != peer.ss_family) {
+    return false;
+  }
+  if (peer.ss_family == AF_INET6) {
+    const in6_addr& to = reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr;
+    const in6_addr& from = reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&to) || std::memcmp(&to, &from, sizeof(in6_addr)) == 0;
+  }
+  const in_addr_t to = ntohl(reinterpret_cast<sockaddr_in*>(&peer)->sin_addr.s_addr);
+  const in_addr_t from = ntohl(reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr);
+  return (to >> 24) == 127 || to == from;
+}
+
+void Socket::limit_send_buffer(size_t bytes) const {
+  int value = static_cast<int>(std::min<size_t>(bytes, 1 << 30));
+  if (setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &value, sizeof(value)) != 0) {
+    throw_system("setsockopt(SO_SNDBUF)");
+  }
 }
 
 }  // namespace occl::transport

@@ -54,6 +54,10 @@ class Socket {
   void recv_all(void* data, size_t bytes, Deadline deadline) const;
 
   int port() const;  // the local port
+  // Whether the peer is on this host: it has a loopback address, or this end's own address.
+  bool loopback() const;
+  // Caps the bytes queued for sending (SO_SNDBUF), which also stops the kernel from growing it.
+  void limit_send_buffer(size_t bytes) const;
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   int release();

@@ -24,7 +24,7 @@ Executor::Executor() : queue_(std::make_shared<Queue>()) {
 
 Executor::~Executor() { stop(); }
 
-Executor::Ticket Executor::submit(Task task, bool caller_runs) {
+Executor::Ticket Executor::submit(Task task, Task cancel, bool caller_runs) {
   std::vector<Task> finished;  // destroyed here, on the caller's thread, after the lock
   Ticket ticket;
   {
@@ -32,7 +32,7 @@ Executor::Ticket Executor::submit(Task task, bool caller_runs) {
     if (queue_->stopping) throw std::runtime_error("the backend has been shut down");
     ticket.queue_ = queue_;
     ticket.id_ = queue_->next_id++;
-    queue_->tasks.push_back({ticket.id_, std::move(task)});
+    queue_->tasks.push_back({ticket.id_, std::move(task), std::move(cancel)});
     finished.swap(queue_->finished);
   }
   if (!caller_runs) queue_->ready.notify_one();
@@ -76,12 +76,7 @@ bool Executor::stop() {
   return true;
 }
 
-void Executor::run_front(Queue& queue, std::unique_lock<std::mutex>& lock) {
-  Task task = std::move(queue.tasks.front().task);
-  queue.tasks.pop_front();
-  queue.running = true;
-  queue.runner = std::this_thread::get_id();
-  lock.unlock();
+void Executor::run_guarded(const Task& task) {
   try {
     task();
   } catch (const std::exception& e) {
@@ -90,6 +85,15 @@ void Executor::run_front(Queue& queue, std::unique_lock<std::mutex>& lock) {
   } catch (...) {
     LOG(ERROR) << "occl: an op's completion threw";
   }
+}
+
+void Executor::run_front(Queue& queue, std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(queue.tasks.front().task);
+  queue.tasks.pop_front();
+  queue.running = true;
+  queue.runner = std::this_thread::get_id();
+  lock.unlock();
+  run_guarded(task);
   lock.lock();
   queue.running = false;
   queue.finished.push_back(std::move(task));
@@ -108,8 +112,16 @@ void Executor::loop(std::shared_ptr<Queue> queue) {
         })) {
       continue;
     }
-    if (queue->abandoned || queue->tasks.empty()) {  // stopping, and nothing left to run
-      queue->tasks.clear();
+    if (queue->abandoned) {
+      std::deque<Queue::Entry> cancelled;
+      cancelled.swap(queue->tasks);
+      lock.unlock();
+      for (const auto& entry : cancelled) run_guarded(entry.cancel);
+      lock.lock();
+      queue->idle.notify_all();
+      return;
+    }
+    if (queue->tasks.empty()) {  // stopping, and nothing left to run
       queue->idle.notify_all();
       return;
     }

@@ -50,12 +50,14 @@ class Executor {
   // is not woken for it (were the worker woken on another core, it would only take that core
   // from a rank that needs it). A worker that is awake still takes it when it is next, and an
   // idle worker looks for one nobody claimed once a second.
-  Ticket submit(Task task, bool caller_runs);
+  // `cancel` runs instead of `task` if the executor is stopped from inside an earlier task.
+  Ticket submit(Task task, Task cancel, bool caller_runs);
   // Runs every queued task and returns once the last has run, destroying the finished tasks on
   // the calling thread; later submits are rejected. Idempotent and thread-safe. The worker then
   // exits on its own (never joined: it might wait for a GIL the caller holds). Called from a task
-  // itself (the backend's last reference dropped in a completion), the worker drops what is
-  // queued. Returns true when no task runs any more (false when called from inside a task).
+  // itself (a completion that shuts the backend down, or drops its last reference), the worker
+  // cancels what is queued: the task's owner may be gone. Returns true when no task runs any
+  // more (false when called from inside a task).
   bool stop();
 
  private:
@@ -64,6 +66,7 @@ class Executor {
     struct Entry {
       uint64_t id;
       Task task;
+      Task cancel;
     };
     std::mutex mutex;
     std::condition_variable ready;
@@ -77,11 +80,13 @@ class Executor {
     bool running = false;    // a task is running, on `runner`
     std::thread::id runner;  // the worker, or a thread that ran the task it waits for
     bool stopping = false;
-    bool abandoned = false;  // stopped from inside a task: exit without running the rest
+    bool abandoned = false;  // stopped from inside a task: cancel the rest, then exit
   };
   static void loop(std::shared_ptr<Queue> queue);
   // Pops the front task and runs it on this thread; `lock` is held on entry and on return.
   static void run_front(Queue& queue, std::unique_lock<std::mutex>& lock);
+  // Runs a task (or a cancel): an exception from it is logged, never thrown.
+  static void run_guarded(const Task& task);
 
   std::shared_ptr<Queue> queue_;
 };
