@@ -22,8 +22,9 @@ struct Tuning {
   size_t pipeline_chunk_bytes = 256 * 1024;
   // From this many bytes per rank on, groups whose ranks may copy straight from each other's
   // memory (transport/peer_memory.hpp) run the single-copy algorithms instead of passing the data
-  // through shared-memory rings; alltoall applies it to each slice, and point-to-point messages
-  // this large are lent (transport/p2p.hpp). OCCL_SINGLE_COPY_MIN_BYTES
+  // through shared-memory rings; alltoall applies it to each slice. Point-to-point messages this
+  // large are lent, or over TCP wait up to 1 ms in the socket for their receive
+  // (transport/p2p.hpp). OCCL_SINGLE_COPY_MIN_BYTES
   size_t single_copy_min_bytes = 256 * 1024;
   // Capacity of one shared-memory ring (one direction between two ranks). OCCL_SHM_RING_BYTES
   size_t shm_ring_bytes = 1024 * 1024;

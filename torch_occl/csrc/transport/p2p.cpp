@@ -24,10 +24,10 @@ namespace {
 
 constexpr uint32_t kP2PMagic = 0x4f435032;  // "OCP2"
 constexpr int kMaxPollMillis = 1000;
-// How long a lent message nobody receives yet stays in its sender's memory before the receiver
-// buffers it anyway: long enough for a receive posted right after, short enough that a send
-// completes without one (as a sent message's does), so ranks that both send first never wait.
-constexpr auto kLentGrace = std::chrono::milliseconds(1);
+// How long a large message nobody receives yet waits (lent: in its sender's memory; sent: in the
+// socket) before the receiver buffers it anyway: long enough for a receive posted right after,
+// short enough that a send completes without one, so ranks that both send first never wait.
+constexpr auto kReceiveGrace = std::chrono::milliseconds(1);
 
 // What a frame is (P2PHeader::kind).
 enum FrameKind : uint32_t {
@@ -146,6 +146,9 @@ struct Link {
   std::optional<RecvRequest> matched;  // the receive the arriving payload goes into, or
   Payload buffer;                      // where it goes while nobody waits for it
   bool discard = false;                // a payload whose receive failed: read and drop it
+  // A large payload nobody waits for is left in the socket until then, so that a receive posted
+  // meanwhile takes it straight from the socket (copying it through a buffer costs as much).
+  std::optional<Deadline> buffer_at;
   size_t payload_done = 0;             // of the payload, or of the LentMessage of a kLent frame
   LentMessage lent_in{};
   std::deque<Arrived> arrived;         // whole messages nobody has received yet
@@ -161,7 +164,7 @@ struct P2PEngine::State {
   int rank;
   int wake_fd;  // an eventfd: new requests, abort or stop
   std::optional<PeerMemory> peer_memory;  // set: large messages are lent
-  size_t lend_min_bytes = 0;
+  size_t large_min_bytes = 0;
   std::vector<Link> links;
   std::list<RecvRequest> posted;  // receives waiting for a message, in posting order
   bool stopping = false;
@@ -261,7 +264,7 @@ void P2PEngine::State::add_send(int peer, SendRequest request) {
     complete(request.callback, error(TransportError::Kind::PeerClosed, link.failure), -1);
     return;
   }
-  if (peer_memory && request.header.bytes > 0 && request.header.bytes >= lend_min_bytes) {
+  if (peer_memory && request.header.bytes > 0 && request.header.bytes >= large_min_bytes) {
     request.header.kind = kLent;
     request.lent = {reinterpret_cast<uint64_t>(request.data), link.next_lent_id++,
                     reinterpret_cast<uint64_t>(link.revoked.get())};
@@ -295,8 +298,9 @@ void P2PEngine::State::add_recv(RecvRequest request) {
       return;
     }
   }
-  // A message still arriving that nobody waited for: what has arrived is copied, the rest goes
-  // straight into the receive's memory. (A size mismatch is reported when it has arrived.)
+  // A message still arriving (or left in the socket) that nobody waited for: what has arrived is
+  // copied, the rest goes straight into the receive's memory. (A size mismatch is reported when
+  // it has arrived.)
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
     if (peer == rank || (request.peer != kAnySource && request.peer != peer)) continue;
     Link& link = links[peer];
@@ -304,8 +308,11 @@ void P2PEngine::State::add_recv(RecvRequest request) {
         !request.matches(peer, link.header.tag) || link.header.bytes != request.bytes) {
       continue;
     }
-    std::memcpy(request.data, link.buffer.data.get(), link.payload_done);
+    if (link.payload_done > 0) {
+      std::memcpy(request.data, link.buffer.data.get(), link.payload_done);
+    }
     link.buffer = {};
+    link.buffer_at.reset();
     link.matched = std::move(request);
     return;
   }
@@ -387,6 +394,11 @@ void P2PEngine::State::progress_recv(int peer) {
       link.discard = false;
       if (link.header.kind == kMessage) start_message(peer);
     }
+    if (link.buffer_at) {
+      if (Clock::now() < *link.buffer_at) return;
+      link.buffer_at.reset();
+      link.buffer = Payload::of(link.header.bytes);
+    }
     if (link.header.kind == kLent) {
       size_t left = sizeof(LentMessage) - link.payload_done;
       size_t n = read_some(link.socket.fd(), peer,
@@ -425,7 +437,12 @@ void P2PEngine::State::start_message(int peer) {
     posted.erase(it);
     break;
   }
-  if (!link.matched) link.buffer = Payload::of(link.header.bytes);
+  if (link.matched) return;
+  if (!link.discard && link.header.bytes > 0 && link.header.bytes >= large_min_bytes) {
+    link.buffer_at = Clock::now() + kReceiveGrace;
+  } else {
+    link.buffer = Payload::of(link.header.bytes);
+  }
 }
 
 void P2PEngine::State::on_lent(int peer) {
@@ -437,7 +454,7 @@ void P2PEngine::State::on_lent(int peer) {
                          "read its memory");
   }
   const LentArrival lent{link.lent_in.address, link.lent_in.id, link.lent_in.revoked,
-                         link.header.bytes, Clock::now() + kLentGrace};
+                         link.header.bytes, Clock::now() + kReceiveGrace};
   for (auto it = posted.begin(); it != posted.end(); ++it) {
     if (!it->matches(peer, tag)) continue;
     RecvRequest recv = std::move(*it);
@@ -498,7 +515,7 @@ void P2PEngine::State::on_copied(int peer, uint64_t id) {
   complete(callback, nullptr, -1);
 }
 
-// Lent messages nobody received within kLentGrace are copied into buffers, which completes their
+// Lent messages nobody received within kReceiveGrace are copied into buffers, which completes their
 // sends: a rank may send before the rank it sends to posts the receive (and both may).
 void P2PEngine::State::buffer_lent(Deadline now) {
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
@@ -632,6 +649,7 @@ Deadline P2PEngine::State::next_deadline() const {
   for (const auto& recv : posted) next = std::min(next, recv.deadline);
   for (const auto& link : links) {
     if (link.matched) next = std::min(next, link.matched->deadline);
+    if (link.buffer_at) next = std::min(next, *link.buffer_at);
     for (const auto& send : link.sends) next = std::min(next, send.deadline);
     for (const auto& [id, send] : link.lent_out) next = std::min(next, send.deadline);
     for (const auto& arrived : link.arrived) {
@@ -642,10 +660,10 @@ Deadline P2PEngine::State::next_deadline() const {
 }
 
 P2PEngine::P2PEngine(int rank, int size, std::vector<Socket> links,
-                     std::optional<PeerMemory> peer_memory, size_t lend_min_bytes)
+                     std::optional<PeerMemory> peer_memory, size_t large_min_bytes)
     : state_(std::make_shared<State>()) {
   state_->peer_memory = std::move(peer_memory);
-  state_->lend_min_bytes = lend_min_bytes;
+  state_->large_min_bytes = large_min_bytes;
   state_->rank = rank;
   state_->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (state_->wake_fd < 0) {
@@ -733,7 +751,8 @@ void P2PEngine::loop(std::shared_ptr<State> shared) {
     fds.push_back({state.wake_fd, POLLIN, 0});
     for (const Link& link : state.links) {
       if (!link.socket.valid()) continue;
-      short events = link.sends.empty() ? POLLIN : POLLIN | POLLOUT;
+      short events = link.buffer_at ? 0 : POLLIN;  // a payload left in the socket waits
+      if (!link.sends.empty()) events |= POLLOUT;
       fds.push_back({link.socket.fd(), events, 0});
     }
     Deadline next = state.next_deadline();

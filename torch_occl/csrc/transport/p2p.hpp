@@ -5,11 +5,13 @@
 // so unlike collectives they cannot run one after another on the group's worker. Posting returns
 // at once; the engine's thread moves the bytes and calls the completion. A message matches the
 // earliest posted receive with its sender (or any sender) and tag; a message nobody waits for yet
-// is buffered until a receive for it is posted.
+// is buffered until a receive for it is posted. A large one (at least `large_min_bytes`) first
+// stays in the socket for up to kReceiveGrace, so a receive posted meanwhile reads it straight
+// from the socket rather than through a buffer.
 //
 // Between ranks that may copy from each other's memory (peer_memory.hpp), a large message is
 // lent rather than sent: the sender passes its address, the receiver copies it out of the
-// sender's memory (straight into the receive, if one is posted within kLentGrace; else into a
+// sender's memory (straight into the receive, if one is posted within kReceiveGrace; else into a
 // buffer, as for any message nobody waits for), then tells the sender its buffer is free, which
 // completes the send. A sender that gives up on a lent message first sets a word the receiver
 // reads after each copy, so a receiver never keeps bytes of a buffer reused meanwhile.
@@ -37,10 +39,11 @@ class P2PEngine {
   using Completion = std::function<void(std::exception_ptr, int source)>;
   static constexpr int kAnySource = -1;
 
-  // links[r] is the connection to rank r (invalid for r == rank). With `peer_memory`, messages
-  // of at least `lend_min_bytes` are lent.
+  // links[r] is the connection to rank r (invalid for r == rank). Messages of at least
+  // `large_min_bytes` are lent with `peer_memory`, and wait in the socket for their receive
+  // without it.
   P2PEngine(int rank, int size, std::vector<Socket> links,
-            std::optional<PeerMemory> peer_memory = std::nullopt, size_t lend_min_bytes = 0);
+            std::optional<PeerMemory> peer_memory = std::nullopt, size_t large_min_bytes = 0);
   ~P2PEngine();  // fails what is still pending; the thread then ends on its own
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
