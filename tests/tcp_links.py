@@ -24,8 +24,8 @@ def tcp_links() -> list[TcpLink]:
         except OSError:  # closed meanwhile, or not an internet socket
             continue
         with sock:
-            if sock.family not in (socket.AF_INET, socket.AF_INET6) or \
-                    sock.type != socket.SOCK_STREAM:
+            internet = sock.family in (socket.AF_INET, socket.AF_INET6)
+            if not internet or sock.type != socket.SOCK_STREAM:
                 continue
             try:
                 peer = sock.getpeername()
@@ -34,3 +34,9 @@ def tcp_links() -> list[TcpLink]:
             links.append(TcpLink(sock.getsockname()[:2], peer[:2],
                                  sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)))
     return links
+
+
+def send_buffer_for(asked: int) -> int:
+    """What SO_SNDBUF reads back after asking for `asked`: capped by net.core.wmem_max, doubled."""
+    with open("/proc/sys/net/core/wmem_max") as f:
+        return 2 * min(asked, int(f.read()))

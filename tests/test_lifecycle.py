@@ -96,31 +96,40 @@ SHUTDOWN_IN_COMPLETION_SCRIPT = textwrap.dedent(
     import torch._C._distributed_c10d as c10d
     import torch_occl._C as extension
 
+    # Two ranks in this process: rank 0's first allreduce cannot complete before rank 1 joins
+    # it, so the callback below is attached in time and runs on rank 0's worker.
     options = extension.ProcessGroupOCCL.Options()
     options._timeout = datetime.timedelta(seconds=10)
-    backend = extension.ProcessGroupOCCL(dist.HashStore(), 0, 1, options)
+    store = dist.HashStore()
+    backends = [None, None]
+    def connect(rank):
+        backends[rank] = extension.ProcessGroupOCCL(store, rank, 2, options)
+    threads = [threading.Thread(target=connect, args=(r,)) for r in range(2)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    rank0, rank1 = backends
     queued = threading.Event()
+    ran_on = []
 
     def shut_down(future):
+        ran_on.append(threading.current_thread() is threading.main_thread())
         queued.wait(10)  # until the ops behind this one are queued
-        backend.shutdown()
+        rank0.shutdown()
         return future.value()
 
-    # With asyncOp false nothing runs the first op until the next submit wakes the worker, so
-    # the callback is attached before the op completes, and runs on the worker.
-    waited = c10d.AllreduceOptions()
-    waited.asyncOp = False
-    first = backend.allreduce([torch.ones(4)], waited)
+    first = rank0.allreduce([torch.ones(4)], c10d.AllreduceOptions())
     chained = first.get_future().then(shut_down)
-    later = [backend.allreduce([torch.ones(4)], c10d.AllreduceOptions()) for _ in range(3)]
+    later = [rank0.allreduce([torch.ones(4)], c10d.AllreduceOptions()) for _ in range(3)]
     queued.set()
-    print("first", chained.wait()[0].tolist())
+    rank1.allreduce([torch.ones(4)], c10d.AllreduceOptions()).wait()
+    print(f"first {chained.wait()[0].tolist()}" + (" on the main thread" if ran_on[0] else ""))
     for work in later:
         try:
             work.wait(datetime.timedelta(seconds=10))
             print("ran")
         except RuntimeError as e:
             print("failed:", str(e).splitlines()[0])
+    rank1.shutdown()
     """
 )
 
@@ -133,7 +142,7 @@ def test_shutdown_from_a_completion_fails_the_queued_ops():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == "first [1.0, 1.0, 1.0, 1.0]"
+    assert lines[0] == "first [2.0, 2.0, 2.0, 2.0]", result.stdout
     assert lines[1:] == [
-        f"failed: occl.allreduce #{n} in group 0 (rank 0 of 1): not run, the backend was shut "
+        f"failed: occl.allreduce #{n} in group 0 (rank 0 of 2): not run, the backend was shut "
         "down from inside an earlier op's completion" for n in (1, 2, 3)], result.stdout

@@ -11,13 +11,15 @@ startCoalescing/endCoalescing (checked in test_batch_isend_irecv_ring).
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from dist_harness import occl_only
+from dist_harness import DistPool, occl_only
 from test_collectives import (
     CASES,
     DTYPES,
@@ -392,3 +394,40 @@ def test_batch_isend_irecv_many_small(occl_pool):
 @pytest.mark.parametrize("occl_pool", [2, 3], indirect=True, ids=lambda n: f"ws{n}")
 def test_p2p_not_queued_behind_collectives(occl_pool):
     assert occl_pool.run(w_p2p_not_queued, timeout=60) == [True] * occl_pool.world_size
+
+
+def w_sender_dies_mid_message(rank, ws):
+    """Rank 0 starts a 256 MiB send nobody receives yet (about 80 ms of copying here) and is
+    killed while it is under way; rank 1 then posts the receive for it, and one from any
+    source."""
+    t = torch.ones(64 << 20)
+    if rank == 0:
+        dist.isend(t, 1, tag=5)
+        time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)  # the message is held, then read on to the end of the connection
+    errors = []
+    for source in (0, None):
+        start = time.monotonic()
+        try:
+            dist.recv(t, source, tag=5)
+            errors.append(None)
+        except RuntimeError as e:
+            errors.append((str(e), time.monotonic() - start))
+    return errors
+
+
+@occl_only("occl's own transport")
+@pytest.mark.parametrize("transport", ["tcp", "auto"])
+def test_receives_from_a_sender_killed_mid_message_fail_at_once(transport):
+    # The half-read message of a dead connection must not take the receives posted after it.
+    pool = DistPool(2, env={"OCCL_TRANSPORT": transport}, group_timeout=30)
+    replies = pool.run_tolerating_deaths(w_sender_dies_mid_message, timeout=60)
+    assert replies[0][0] == "died", replies[0]
+    assert replies[1][0] == "ok", replies[1][-1]
+    from_rank_0, from_any = replies[1][2]
+    assert from_rank_0 is not None and "rank 0 closed the connection" in from_rank_0[0], from_rank_0
+    assert from_rank_0[1] < 5, f"took {from_rank_0[1]:.1f}s (timeout 30s)"
+    assert from_any is not None and "every other rank closed its connection" in from_any[0], \
+        from_any
+    assert from_any[1] < 5, f"took {from_any[1]:.1f}s (timeout 30s)"

@@ -213,6 +213,25 @@ def test_p2p_with_every_message_lent(world_size):
     assert next_ok
 
 
+# Over TCP, a message of at least OCCL_SINGLE_COPY_MIN_BYTES that nobody receives yet stays in the
+# socket for up to 1 ms, for a receive posted meanwhile to read it straight into its tensor
+# (transport/p2p.hpp). The same suite with every message held that way:
+HOLD_EVERYTHING = {"OCCL_TRANSPORT": "tcp", "OCCL_SINGLE_COPY_MIN_BYTES": "1"}
+
+
+@pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
+def test_p2p_over_tcp_with_every_message_held_for_its_receive(world_size):
+    with DistPool(world_size, "occl", env=HOLD_EVERYTHING) as pool:
+        problems = _p2p_problems(pool)
+        import test_p2p as p2p
+
+        error, next_ok = pool.run(p2p.w_recv_of_another_size, 1000)[1]
+    assert not problems, "\n".join(problems[:40])
+    assert error is not None and "rank 0 sent 4000 bytes with tag 3, but the receive expects " \
+        "2000" in error, error
+    assert next_ok
+
+
 def w_lent_to_a_stopped_rank(rank, ws, group_timeout):
     """Rank 0 stops rank 1's process, lends it a message and must give up after the timeout;
     once resumed, rank 1 must not take the message (rank 0 may have freed it)."""

@@ -26,7 +26,7 @@ constexpr uint32_t kP2PMagic = 0x4f435032;  // "OCP2"
 constexpr int kMaxPollMillis = 1000;
 // How long a large message nobody receives yet waits (lent: in its sender's memory; sent: in the
 // socket) before the receiver buffers it anyway: long enough for a receive posted right after,
-// short enough that a send completes without one, so ranks that both send first never wait.
+// short enough that a send completes without one, so ranks that both send first never deadlock.
 constexpr auto kReceiveGrace = std::chrono::milliseconds(1);
 
 // What a frame is (P2PHeader::kind).
@@ -147,7 +147,7 @@ struct Link {
   Payload buffer;                      // where it goes while nobody waits for it
   bool discard = false;                // a payload whose receive failed: read and drop it
   // A large payload nobody waits for is left in the socket until then, so that a receive posted
-  // meanwhile takes it straight from the socket (copying it through a buffer costs as much).
+  // meanwhile takes it straight from the socket (through a buffer, it would be copied twice).
   std::optional<Deadline> buffer_at;
   size_t payload_done = 0;             // of the payload, or of the LentMessage of a kLent frame
   LentMessage lent_in{};
@@ -238,6 +238,12 @@ void P2PEngine::State::fail_link(int peer, TransportError::Kind kind, const std:
   }
   if (link.matched) complete(link.matched->callback, error(kind, why), peer);
   link.matched.reset();
+  // So is the message that was arriving on it.
+  link.in_payload = false;
+  link.header_done = 0;
+  link.buffer = {};
+  link.buffer_at.reset();
+  link.discard = false;
   // Receives from this peer fail now; receives from any source once no peer is left.
   bool none_left = every_link_failed();
   for (auto it = posted.begin(); it != posted.end();) {
@@ -299,14 +305,23 @@ void P2PEngine::State::add_recv(RecvRequest request) {
     }
   }
   // A message still arriving (or left in the socket) that nobody waited for: what has arrived is
-  // copied, the rest goes straight into the receive's memory. (A size mismatch is reported when
-  // it has arrived.)
+  // copied, the rest goes straight into the receive's memory.
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
     if (peer == rank || (request.peer != kAnySource && request.peer != peer)) continue;
     Link& link = links[peer];
-    if (!link.in_payload || link.header.kind != kMessage || link.matched || link.discard ||
-        !request.matches(peer, link.header.tag) || link.header.bytes != request.bytes) {
+    if (!link.failure.empty() || !link.in_payload || link.header.kind != kMessage ||
+        link.matched || link.discard || !request.matches(peer, link.header.tag)) {
       continue;
+    }
+    if (link.header.bytes != request.bytes) {  // fails the receive and takes the message, as
+      complete(request.callback,              // it would had the receive come first
+               size_mismatch(peer, link.header.tag, request.bytes, link.header.bytes), peer);
+      link.discard = true;
+      if (link.buffer_at) {
+        link.buffer_at.reset();
+        link.buffer = Payload::of(link.header.bytes);
+      }
+      return;
     }
     if (link.payload_done > 0) {
       std::memcpy(request.data, link.buffer.data.get(), link.payload_done);
@@ -438,7 +453,9 @@ void P2PEngine::State::start_message(int peer) {
     break;
   }
   if (link.matched) return;
-  if (!link.discard && link.header.bytes > 0 && link.header.bytes >= large_min_bytes) {
+  // Not when whole messages already wait for their receives: this one would wait behind them.
+  if (!link.discard && link.header.bytes > 0 && link.header.bytes >= large_min_bytes &&
+      link.arrived.empty()) {
     link.buffer_at = Clock::now() + kReceiveGrace;
   } else {
     link.buffer = Payload::of(link.header.bytes);
@@ -515,8 +532,8 @@ void P2PEngine::State::on_copied(int peer, uint64_t id) {
   complete(callback, nullptr, -1);
 }
 
-// Lent messages nobody received within kReceiveGrace are copied into buffers, which completes their
-// sends: a rank may send before the rank it sends to posts the receive (and both may).
+// Lent messages nobody received within kReceiveGrace are copied into buffers, which completes
+// their sends: a rank may send before the rank it sends to posts the receive (and both may).
 void P2PEngine::State::buffer_lent(Deadline now) {
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
     Link& link = links[peer];
@@ -718,6 +735,7 @@ void P2PEngine::loop(std::shared_ptr<State> shared) {
   ::pthread_setname_np(::pthread_self(), "occl-p2p");  // for top -H, gdb and /proc
   State& state = *shared;
   std::vector<pollfd> fds;
+  std::vector<int> fd_peers;  // the rank of fds[i + 1]
   for (;;) {
     std::vector<std::function<void(State&)>> requests;
     {
@@ -748,12 +766,15 @@ void P2PEngine::loop(std::shared_ptr<State> shared) {
     state.expire(Clock::now());
 
     fds.clear();
+    fd_peers.clear();
     fds.push_back({state.wake_fd, POLLIN, 0});
-    for (const Link& link : state.links) {
+    for (int peer = 0; peer < static_cast<int>(state.links.size()); ++peer) {
+      const Link& link = state.links[peer];
       if (!link.socket.valid()) continue;
       short events = link.buffer_at ? 0 : POLLIN;  // a payload left in the socket waits
       if (!link.sends.empty()) events |= POLLOUT;
       fds.push_back({link.socket.fd(), events, 0});
+      fd_peers.push_back(peer);
     }
     Deadline next = state.next_deadline();
     int timeout = next == Deadline::max() ? kMaxPollMillis
@@ -761,6 +782,11 @@ void P2PEngine::loop(std::shared_ptr<State> shared) {
     if (::poll(fds.data(), fds.size(), timeout) > 0 && (fds[0].revents & POLLIN)) {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(state.wake_fd, &count, sizeof(count));
+    }
+    // A payload held in a broken connection is read at once, to meet the connection's end.
+    for (size_t i = 1; i < fds.size(); ++i) {
+      Link& link = state.links[fd_peers[i - 1]];
+      if ((fds[i].revents & (POLLERR | POLLHUP)) && link.buffer_at) link.buffer_at = Clock::now();
     }
   }
 }

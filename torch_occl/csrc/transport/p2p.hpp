@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -43,7 +44,8 @@ class P2PEngine {
   // `large_min_bytes` are lent with `peer_memory`, and wait in the socket for their receive
   // without it.
   P2PEngine(int rank, int size, std::vector<Socket> links,
-            std::optional<PeerMemory> peer_memory = std::nullopt, size_t large_min_bytes = 0);
+            std::optional<PeerMemory> peer_memory = std::nullopt,
+            size_t large_min_bytes = std::numeric_limits<size_t>::max());
   ~P2PEngine();  // fails what is still pending; the thread then ends on its own
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;

@@ -56,7 +56,8 @@ class Socket {
   int port() const;  // the local port
   // Whether the peer is on this host: it has a loopback address, or this end's own address.
   bool loopback() const;
-  // Caps the bytes queued for sending (SO_SNDBUF), which also stops the kernel from growing it.
+  // Caps the bytes queued for sending (SO_SNDBUF, which the kernel doubles and limits to
+  // net.core.wmem_max), which also stops the kernel from growing it. Best effort.
   void limit_send_buffer(size_t bytes) const;
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }

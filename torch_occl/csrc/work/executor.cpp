@@ -115,9 +115,13 @@ void Executor::loop(std::shared_ptr<Queue> queue) {
     if (queue->abandoned) {
       std::deque<Queue::Entry> cancelled;
       cancelled.swap(queue->tasks);
+      queue->running = true;  // stop() waits for the cancels too (unless called from one)
+      queue->runner = std::this_thread::get_id();
       lock.unlock();
       for (const auto& entry : cancelled) run_guarded(entry.cancel);
+      cancelled.clear();  // their tensors may need the GIL: not under the lock
       lock.lock();
+      queue->running = false;
       queue->idle.notify_all();
       return;
     }
