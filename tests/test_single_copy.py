@@ -198,19 +198,24 @@ def _p2p_problems(pool):
     return problems
 
 
+def _check_p2p_suite(pool):
+    """The p2p suite, and a receive of another size, on `pool`."""
+    import test_p2p as p2p
+
+    problems = _p2p_problems(pool)
+    error, next_ok = pool.run(p2p.w_recv_of_another_size, 1000)[1]
+    assert not problems, "\n".join(problems[:40])
+    assert error is not None and "rank 0 sent 4000 bytes with tag 3, but the receive expects " \
+        "2000" in error, error
+    assert next_ok
+
+
 @pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
 def test_p2p_with_every_message_lent(world_size):
     with DistPool(world_size, "occl", env=LEND_EVERYTHING) as pool:
         if not all(pool.run(w_single_copies_possible)):
             pytest.skip("no single copies here (TCP forced, or cross-memory attach forbidden)")
-        problems = _p2p_problems(pool)
-        import test_p2p as p2p
-
-        error, next_ok = pool.run(p2p.w_recv_of_another_size, 1000)[1]
-    assert not problems, "\n".join(problems[:40])
-    assert error is not None and "rank 0 sent 4000 bytes with tag 3, but the receive expects " \
-        "2000" in error, error
-    assert next_ok
+        _check_p2p_suite(pool)
 
 
 # Over TCP, a message of at least OCCL_SINGLE_COPY_MIN_BYTES that nobody receives yet stays in the
@@ -222,14 +227,7 @@ HOLD_EVERYTHING = {"OCCL_TRANSPORT": "tcp", "OCCL_SINGLE_COPY_MIN_BYTES": "1"}
 @pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
 def test_p2p_over_tcp_with_every_message_held_for_its_receive(world_size):
     with DistPool(world_size, "occl", env=HOLD_EVERYTHING) as pool:
-        problems = _p2p_problems(pool)
-        import test_p2p as p2p
-
-        error, next_ok = pool.run(p2p.w_recv_of_another_size, 1000)[1]
-    assert not problems, "\n".join(problems[:40])
-    assert error is not None and "rank 0 sent 4000 bytes with tag 3, but the receive expects " \
-        "2000" in error, error
-    assert next_ok
+        _check_p2p_suite(pool)
 
 
 def w_lent_to_a_stopped_rank(rank, ws, group_timeout):
