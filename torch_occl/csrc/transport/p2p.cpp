@@ -313,8 +313,9 @@ void P2PEngine::State::add_recv(RecvRequest request) {
         link.matched || link.discard || !request.matches(peer, link.header.tag)) {
       continue;
     }
-    if (link.header.bytes != request.bytes) {  // fails the receive and takes the message, as
-      complete(request.callback,              // it would had the receive come first
+    if (link.header.bytes != request.bytes) {
+      // Fails the receive and takes the message, as when the receive comes first.
+      complete(request.callback,
                size_mismatch(peer, link.header.tag, request.bytes, link.header.bytes), peer);
       link.discard = true;
       if (link.buffer_at) {
