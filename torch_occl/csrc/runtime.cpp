@@ -32,6 +32,11 @@ void finish_op(const DoneFn& done, std::exception_ptr error, int source_rank) {
   }
 }
 
+// "occl.allreduce #3 in group 0 (rank 1 of 2): ", which starts every error of an op.
+std::string op_prefix(const char* label, uint64_t sequence, const std::string& group) {
+  return std::string(label) + " #" + std::to_string(sequence) + " in " + group + ": ";
+}
+
 }  // namespace
 
 Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Config config)
@@ -80,9 +85,9 @@ Ticket Runtime::submit(Dispatch dispatch, const char* label, std::chrono::millis
     };
     // Must not touch the runtime, which may be gone by then.
     auto cancel = [label, sequence, group = group_description_, done = std::move(done)] {
-      finish_op(done, backend_error(std::string(label) + " #" + std::to_string(sequence) +
-                                    " in " + *group + ": not run, the backend was shut down " +
-                                    "from inside an earlier op's completion"),
+      finish_op(done,
+                backend_error(op_prefix(label, sequence, *group) + "not run, the backend was " +
+                              "shut down from inside an earlier op's completion"),
                 -1);
     };
     return executor_->submit(std::move(task), std::move(cancel), caller_waits);
@@ -123,7 +128,7 @@ std::string Runtime::make_group_description() const {
 }
 
 std::string Runtime::describe_op(const char* label, uint64_t sequence) const {
-  return std::string(label) + " #" + std::to_string(sequence) + " in " + describe_group() + ": ";
+  return op_prefix(label, sequence, *group_description_);
 }
 
 namespace {

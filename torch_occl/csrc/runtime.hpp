@@ -78,7 +78,8 @@ class Runtime {
                 bool caller_waits, OpFn run, DoneFn done);
 
   // Lets queued ops finish (each within its own timeout), stops the worker and closes the
-  // collective links. Idempotent.
+  // collective links. Idempotent. Called from inside an op (its completion), it fails the ops
+  // queued after that one instead of running them.
   void shutdown();
   // Fails the running op and every queued one at once, then stops the worker. Idempotent.
   void abort();
