@@ -4,7 +4,8 @@
 """
 
 from ._registration import BACKEND_NAME, create_backend, register
+from ._shared import shared_empty
 
 register()
 
-__all__ = ["BACKEND_NAME", "create_backend", "register"]
+__all__ = ["BACKEND_NAME", "create_backend", "register", "shared_empty"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -64,30 +65,32 @@ def _bus_factor(op: str, n: int) -> float:
 class _Case:
     """Buffers and a call for one op at one size; `wrong()` counts mismatches after a call."""
 
-    def __init__(self, op: str, count: int, dtype: torch.dtype, rank: int, n: int):
+    def __init__(self, op: str, count: int, dtype: torch.dtype, rank: int, n: int,
+                 empty=torch.empty):
+        """`empty(count, dtype=...)` allocates the buffers the op reads and writes."""
         self.op, self.rank, self.n = op, rank, n
         fill = float(rank + 1)
         if op == "all_reduce":
-            self.data = torch.full((count,), fill, dtype=dtype)
+            self.data = empty(count, dtype=dtype).fill_(fill)
             self.expected = torch.full((count,), float(n * (n + 1) // 2), dtype=dtype)
         elif op == "all_gather_into_tensor":
-            self.data = torch.full((count,), fill, dtype=dtype)
-            self.out = torch.empty(count * n, dtype=dtype)
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.out = empty(count * n, dtype=dtype)
             self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(count)
         elif op == "reduce_scatter_tensor":
-            self.data = torch.full((count * n,), fill, dtype=dtype)
-            self.out = torch.empty(count, dtype=dtype)
+            self.data = empty(count * n, dtype=dtype).fill_(fill)
+            self.out = empty(count, dtype=dtype)
             self.expected = torch.full((count,), float(n * (n + 1) // 2), dtype=dtype)
         elif op == "broadcast":
-            self.data = torch.full((count,), fill, dtype=dtype)
+            self.data = empty(count, dtype=dtype).fill_(fill)
             self.expected = torch.full((count,), 1.0, dtype=dtype)
         elif op == "all_to_all_single":
             per = max(count // n, 1)
-            self.data = torch.full((per * n,), fill, dtype=dtype)
-            self.out = torch.empty(per * n, dtype=dtype)
+            self.data = empty(per * n, dtype=dtype).fill_(fill)
+            self.out = empty(per * n, dtype=dtype)
             self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(per)
         elif op == "send_recv":
-            self.data = torch.full((count,), fill, dtype=dtype)
+            self.data = empty(count, dtype=dtype).fill_(fill)
             self.expected = torch.full((count,), 1.0, dtype=dtype)
         else:
             self.data = self.expected = None
@@ -178,6 +181,10 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
                             world_size=world_size, timeout=datetime.timedelta(seconds=120))
     groups = {"occl": dist.new_group(backend=torch_occl.BACKEND_NAME),
               "gloo": dist.new_group(backend="gloo")}
+    # gloo's buffers are ordinary; occl's, with --shared-tensors, come from shared_empty.
+    empty = {"occl": torch.empty, "gloo": torch.empty}
+    if args.shared_tensors:
+        empty["occl"] = functools.partial(torch_occl.shared_empty, group=groups["occl"])
     dtype = DTYPES[args.dtype]
     element = torch.empty((), dtype=dtype).element_size()
     sizes = []
@@ -191,7 +198,8 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
             continue
         for nbytes in ([0] if op == "barrier" else sizes):
             count = max(nbytes // element, 1) if op != "barrier" else 0
-            cases = {name: _Case(op, count, dtype, rank, world_size) for name in groups}
+            cases = {name: _Case(op, count, dtype, rank, world_size, empty[name])
+                     for name in groups}
             iters = _iterations(args.iters, nbytes)
             wrong = 0
             for name, case in cases.items():  # warm up and check once per backend
@@ -229,12 +237,14 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
         with open(results_file, "w") as out:
             json.dump({"world_size": world_size, "memcpy_gbps": memcpy,
                        "transport": os.environ.get("OCCL_TRANSPORT", "auto"),
+                       "shared_tensors": args.shared_tensors,
                        "cpus_per_rank": cpus, "rows": rows}, out)
     dist.destroy_process_group()
 
 
 def _print_table(report: dict) -> None:
-    print(f"# world size {report['world_size']}, occl transport {report['transport']}, "
+    shared = ", occl's tensors from shared_empty" if report.get("shared_tensors") else ""
+    print(f"# world size {report['world_size']}, occl transport {report['transport']}{shared}, "
           f"single-core memcpy {report['memcpy_gbps']:.2f} GB/s, "
           f"CPUs per rank {report['cpus_per_rank']}")
     header = (f"{'op':>24} {'size(B)':>10} {'count':>10} {'type':>8} {'redop':>5} "
@@ -284,6 +294,8 @@ def main(argv=None) -> dict:
                         help="sets OCCL_TRANSPORT for the run")
     parser.add_argument("--bind", action="store_true",
                         help="pin rank r to CPU r modulo the CPUs available (both backends)")
+    parser.add_argument("--shared-tensors", action="store_true",
+                        help="allocate occl's buffers with torch_occl.shared_empty")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", help="also plot busbw against size into this PNG (matplotlib)")
     args = parser.parse_args(argv)

@@ -119,4 +119,7 @@ PYBIND11_MODULE(_C, module) {
     backend.def("recv_anysource", &Backend::recvAnysource,
                 py::call_guard<py::gil_scoped_release>());
   }
+
+  // Whatever else the runtime offers Python.
+  ::occl::runtime::bind_extensions(module);
 }

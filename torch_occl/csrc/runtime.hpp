@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+namespace pybind11 {
+class module_;
+}
+
 namespace occl::transport {
 class Mesh;
 class P2PEngine;
@@ -129,6 +133,10 @@ std::string split_sizes_unfit_reason(const std::vector<int64_t>& sizes, const at
 // The bytes of `tensor` that rank `index` sends or receives, for sizes that fit.
 size_t slice_bytes(const std::vector<int64_t>& split_sizes, const at::Tensor& tensor, int index,
                    int world_size);
+
+// ---- Python: what the module offers beyond the backend ----------------------------------------
+// Tensors in shared memory (torch_occl.shared_empty); defined in shared_tensors.cpp.
+void bind_extensions(pybind11::module_& module);
 
 // ---- One function per spec op (`runtime:` key) ----------------------------------------------
 void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,

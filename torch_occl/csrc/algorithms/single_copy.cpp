@@ -2,6 +2,7 @@
 
 #include "ring.hpp"
 
+#include "../transport/shared_segments.hpp"
 #include "../tuning.hpp"
 
 #include <algorithm>
@@ -13,15 +14,55 @@
 namespace occl::algorithms::single_copy {
 namespace {
 
-using transport::PeerMemory;
-
-// A buffer in another rank's address space.
+// A buffer as this rank tells the peers of it.
 struct Region {
   uint64_t address;
   uint64_t bytes;
+  uint64_t serial;  // the shared segment it lies in (transport/shared_segments.hpp); 0: none
+  uint64_t offset;  // from the start of that segment
 };
 
 uint64_t address_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+Region region_of(const void* data, size_t bytes) {
+  const transport::SegmentPlace place = transport::find_own_segment(data, bytes);
+  return {address_of(data), bytes, place.serial, place.offset};
+}
+
+// A peer's buffer. When it lies in a shared segment this process maps, bytes move with memcpy
+// through the mapping; otherwise with the kernel's cross-memory copy.
+class PeerBuffer {
+ public:
+  PeerBuffer() = default;
+  PeerBuffer(const Mesh& mesh, int peer, const Region& region)
+      : memory_(mesh.peer_memory()), peer_(peer), region_(region) {
+    if (region.serial == 0) return;
+    mapping_ = transport::find_peer_segment(memory_->pid(peer), region.serial);
+    if (mapping_ && region.offset + region.bytes > mapping_->bytes) mapping_ = nullptr;
+  }
+
+  void read(uint64_t offset, void* local, size_t bytes) const {
+    if (!mapping_) return memory_->read(peer_, region_.address + offset, local, bytes);
+    std::memcpy(local, mapped(offset), bytes);
+    transport::count_bytes_through_segments(bytes);
+  }
+
+  void write(uint64_t offset, const void* local, size_t bytes) const {
+    if (!mapping_) return memory_->write(peer_, region_.address + offset, local, bytes);
+    std::memcpy(mapped(offset), local, bytes);
+    transport::count_bytes_through_segments(bytes);
+  }
+
+ private:
+  char* mapped(uint64_t offset) const {
+    return static_cast<char*>(mapping_->base) + region_.offset + offset;
+  }
+
+  const transport::PeerMemory* memory_ = nullptr;
+  int peer_ = -1;
+  Region region_{};
+  std::shared_ptr<const transport::Mapping> mapping_;  // held while this rank copies
+};
 
 // Tells every rank j about for_peer[j] (for_peer[rank] is unused); returns what each told us.
 std::vector<Region> swap_regions(Mesh& mesh, const std::vector<Region>& for_peer,
@@ -39,8 +80,14 @@ std::vector<Region> swap_regions(Mesh& mesh, const std::vector<Region>& for_peer
 }
 
 // Every rank shows every other the same buffer.
-std::vector<Region> share(Mesh& mesh, const void* data, size_t bytes, Deadline deadline) {
-  return swap_regions(mesh, std::vector<Region>(mesh.size(), {address_of(data), bytes}), deadline);
+std::vector<PeerBuffer> share(Mesh& mesh, const void* data, size_t bytes, Deadline deadline) {
+  const auto regions =
+      swap_regions(mesh, std::vector<Region>(mesh.size(), region_of(data, bytes)), deadline);
+  std::vector<PeerBuffer> buffers(mesh.size());
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    if (peer != mesh.rank()) buffers[peer] = PeerBuffer(mesh, peer, regions[peer]);
+  }
+  return buffers;
 }
 
 // Peers in the order this rank visits them: starting after itself, so that ranks do not all
@@ -57,10 +104,9 @@ std::vector<int> peers_from(const Mesh& mesh) {
 // `to_peers`: also write each reduced piece, while it is in cache, into the peers' buffers (the
 // same place in theirs as in `inputs`). Only this rank reads or writes segment r of a peer's
 // buffer, and it reads each piece before it writes it, so no peer has to wait for another.
-void reduce_own_segment(Mesh& mesh, const std::vector<Region>& inputs, const char* input,
+void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const char* input,
                         char* output, const Segments& segments, Reduction reduction,
                         bool to_peers) {
-  const PeerMemory& memory = *mesh.peer_memory();
   const int n = mesh.size();
   const int r = mesh.rank();
   const size_t element = kernels::element_size(reduction.dtype);
@@ -73,7 +119,7 @@ void reduce_own_segment(Mesh& mesh, const std::vector<Region>& inputs, const cha
     const size_t offset = segments.begin(r) * element + done * element;
     for (int peer : peers) {
       char* slot = staging.get() + chunk * element * peer;
-      memory.read(peer, inputs[peer].address + offset, slot, bytes);
+      inputs[peer].read(offset, slot, bytes);
       sources[peer] = slot;
     }
     sources[r] = input + offset;
@@ -81,18 +127,17 @@ void reduce_own_segment(Mesh& mesh, const std::vector<Region>& inputs, const cha
     kernels::reduce(reduced, sources.data(), n, bytes / element, reduction.dtype, reduction.op);
     if (!to_peers) continue;
     for (int peer : peers) {
-      memory.write(peer, inputs[peer].address + offset, reduced, bytes);
+      inputs[peer].write(offset, reduced, bytes);
     }
   }
 }
 
 // Copies segment j of rank j's buffer into segment j of `data`, for every peer j.
-void gather_segments(Mesh& mesh, const std::vector<Region>& buffers, char* data,
+void gather_segments(Mesh& mesh, const std::vector<PeerBuffer>& buffers, char* data,
                      const Segments& segments, size_t element) {
   for (int peer : peers_from(mesh)) {
     const size_t offset = segments.begin(peer) * element;
-    mesh.peer_memory()->read(peer, buffers[peer].address + offset, data + offset,
-                             segments.count(peer) * element);
+    buffers[peer].read(offset, data + offset, segments.count(peer) * element);
   }
 }
 
@@ -136,10 +181,10 @@ void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline
   const auto buffers = share(mesh, data, bytes, deadline);
   if (mesh.rank() == root) {
     for (int peer : peers_from(mesh)) {
-      mesh.peer_memory()->write(peer, buffers[peer].address + pulled, data + pulled, pushed);
+      buffers[peer].write(pulled, data + pulled, pushed);
     }
   } else {
-    mesh.peer_memory()->read(root, buffers[root].address, data, pulled);
+    buffers[root].read(0, data, pulled);
   }
   barrier(mesh, deadline);
 }
@@ -160,7 +205,7 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
   for (int peer : peers_from(mesh)) {
     const Slice& out = send_slices[peer];
     const Slice& in = recv_slices[peer];
-    outgoing[peer] = {address_of(send + out.offset), out.bytes};
+    outgoing[peer] = region_of(send + out.offset, out.bytes);
     if (large(out)) {
       sends.push_back({peer, &outgoing[peer], sizeof(Region)});
     } else {
@@ -191,8 +236,8 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
       }
       continue;
     }
-    mesh.peer_memory()->read(peer, incoming[peer].address, recv + recv_slices[peer].offset,
-                             recv_slices[peer].bytes);
+    PeerBuffer(mesh, peer, incoming[peer])
+        .read(0, recv + recv_slices[peer].offset, recv_slices[peer].bytes);
   }
   if (!copied.empty() || !released.empty()) mesh.exchange(copied, released, deadline);
   // Every rank sent and received the same messages: the links are in step, the group usable.

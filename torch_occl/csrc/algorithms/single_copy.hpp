@@ -3,8 +3,10 @@
 //
 // The ranks first swap the addresses of their buffers through the mesh. Each then copies what it
 // needs directly out of (or into) the others' buffers: one kernel copy per byte, where a ring
-// through shared memory takes two. A closing barrier keeps every buffer alive and unchanged until
-// the last peer is done with it.
+// through shared memory takes two. A buffer in a segment the ranks allocated together
+// (torch_occl.shared_empty, transport/shared_segments.hpp) is copied with memcpy through this
+// rank's mapping of it instead, which is faster still. A closing barrier keeps every buffer alive
+// and unchanged until the last peer is done with it.
 #pragma once
 
 #include "algorithms.hpp"

@@ -1,11 +1,11 @@
 #include "shm.hpp"
 
 #include "bootstrap.hpp"
+#include "memfd.hpp"
 #include "peer_memory.hpp"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -53,10 +53,8 @@ std::string namespace_inode(const char* path) {
   return ::stat(path, &st) == 0 ? std::to_string(st.st_ino) : "?";
 }
 
-// Ranks with equal identities can map each other's memfds through /proc/<pid>/fd: same kernel
-// boot, same user, same pid namespace (the path names a pid), and same network namespace (so
-// that ranks in separate network namespaces, "hosts" to the user, really talk over the network).
-// OCCL_HOST_ID splits further: ranks with different values never share memory.
+}  // namespace
+
 std::string host_identity() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
@@ -67,57 +65,6 @@ std::string host_identity() {
   if (const char* extra = std::getenv("OCCL_HOST_ID")) id << '/' << extra;
   return id.str();
 }
-
-struct Mapping {
-  void* base = nullptr;
-  size_t bytes = 0;
-};
-
-// The leader creates the region; the fd stays open until every local rank has mapped it.
-int create_region(size_t bytes) {
-  int fd = ::memfd_create("occl", MFD_CLOEXEC);
-  if (fd < 0) throw_system("memfd_create");
-  if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw_system("sizing the shared-memory region", err);
-  }
-  return fd;
-}
-
-Mapping map_region(int fd, size_t bytes) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw_system("fstat on the shared-memory region");
-  if (static_cast<size_t>(st.st_size) != bytes) {
-    throw TransportError(TransportError::Kind::Protocol,
-                         "the shared-memory region has " + std::to_string(st.st_size) +
-                             " bytes, expected " + std::to_string(bytes));
-  }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) throw_system("mmap of the shared-memory region");
-  return {base, bytes};
-}
-
-// A follower opens the leader's memfd through /proc (same user: the kernel allows it).
-Mapping open_region(const std::string& where, size_t bytes) {
-  std::istringstream in(where);
-  long pid = 0;
-  int leader_fd = -1;
-  in >> pid >> leader_fd;
-  std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(leader_fd);
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) throw_system("opening " + path);
-  try {
-    Mapping m = map_region(fd, bytes);
-    ::close(fd);
-    return m;
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-}
-
-}  // namespace
 
 // ---- ByteRing ---------------------------------------------------------------------------------
 
@@ -290,11 +237,15 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
   std::string failure;
   try {
     if (rank == leader) {
-      leader_fd = create_region(bytes);
-      mapping = map_region(leader_fd, bytes);
+      leader_fd = create_memfd(bytes);
+      mapping = map_memfd(leader_fd, bytes);
       set_text(*store, region_key, std::to_string(::getpid()) + " " + std::to_string(leader_fd));
     } else {
-      mapping = open_region(wait_text(*store, region_key, options.timeout), bytes);
+      std::istringstream where(wait_text(*store, region_key, options.timeout));
+      long pid = 0;
+      int fd = -1;
+      where >> pid >> fd;
+      mapping = map_peer_memfd(static_cast<pid_t>(pid), fd, bytes);
     }
   } catch (const TransportError& e) {
     failure = e.what();
@@ -309,7 +260,7 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
   }
   if (leader_fd >= 0) ::close(leader_fd);  // every mapping holds the region from here on
   if (!first_failure.empty()) {
-    if (mapping.base) ::munmap(mapping.base, mapping.bytes);
+    unmap(mapping);
     if (options.mode == TransportMode::Shm) {
       throw TransportError(TransportError::Kind::System,
                            "OCCL_TRANSPORT=shm, but shared memory failed on " + first_failure);

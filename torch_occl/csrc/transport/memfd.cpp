@@ -1,0 +1,57 @@
+#include "memfd.hpp"
+
+#include "socket.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+namespace occl::transport {
+
+int create_memfd(size_t bytes) {
+  int fd = ::memfd_create("occl", MFD_CLOEXEC);
+  if (fd < 0) throw_system("memfd_create");
+  if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw_system("sizing a shared-memory region", err);
+  }
+  return fd;
+}
+
+Mapping map_memfd(int fd, size_t bytes) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_system("fstat on a shared-memory region");
+  if (static_cast<size_t>(st.st_size) != bytes) {
+    throw TransportError(TransportError::Kind::Protocol,
+                         "a shared-memory region has " + std::to_string(st.st_size) +
+                             " bytes, expected " + std::to_string(bytes));
+  }
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) throw_system("mmap of a shared-memory region");
+  return {base, bytes};
+}
+
+Mapping map_peer_memfd(pid_t pid, int fd, size_t bytes) {
+  std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  int own = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (own < 0) throw_system("opening " + path);
+  try {
+    Mapping m = map_memfd(own, bytes);
+    ::close(own);
+    return m;
+  } catch (...) {
+    ::close(own);
+    throw;
+  }
+}
+
+void unmap(const Mapping& mapping) {
+  if (mapping.base) ::munmap(mapping.base, mapping.bytes);
+}
+
+}  // namespace occl::transport
