@@ -3,24 +3,32 @@
 Each rank's tensor lies in a memfd every other rank maps (torch_occl/_shared.py,
 torch_occl/csrc/transport/shared_segments.hpp); occl's single-copy collectives then copy with
 memcpy through the mappings instead of with process_vm_readv/writev. Each result is checked against
-values computed in Python, and `_bytes_through_shared_segments` tells which path ran.
+values computed in Python, and `_bytes_through_shared_segments` tells, op by op, how many bytes
+took the mappings.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import platform
+import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
 
 from dist_harness import DistPool, occl_only
+from test_single_copy import SYSCALLS, _deny_cross_memory_attach
 
 pytestmark = occl_only("torch_occl.shared_empty")
 
 # Elements per rank: 1 MiB of float32, above the single-copy threshold (256 KiB).
 COUNT = 1 << 18
+BYTES = COUNT * 4
+PAGE = 4096
+# Bytes of the tensor in front of the broadcast's view, so that the view starts inside a segment.
+VIEW_OFFSET = 1024
 
 
 def _through_mappings() -> int:
@@ -29,134 +37,195 @@ def _through_mappings() -> int:
     return torch_occl._C._bytes_through_shared_segments()
 
 
-def _memfd_mappings() -> int:
+def _occl_mappings() -> int:
     with open("/proc/self/maps") as maps:
         return sum("/memfd:occl" in line for line in maps)
 
 
+def _expected_bytes(rank: int, n: int) -> dict:
+    """What each op moves through this rank's mappings when every tensor is shared."""
+    pushed = BYTES // n // PAGE * PAGE  # broadcast: the root writes this much into each receiver
+    peers = n - 1
+    return {
+        "broadcast": peers * pushed if rank == n - 1 else BYTES - pushed,
+        # all_reduce: this rank's segment, read from and written into each peer (summed below).
+        "all_reduce": None,
+        "all_gather_into_tensor": peers * BYTES,
+        "reduce_scatter_tensor": peers * BYTES,
+        "all_to_all_single": peers * BYTES,
+    }
+
+
 def _run_collectives(rank, world_size, shared):
-    """Every single-copy collective once, on shared_empty tensors or on ordinary ones (`shared`
-    False), or with only rank 0's tensors shared (`shared` "rank 0"): the bytes each rank moved
-    through the mappings, and the ops whose results were wrong."""
+    """Every single-copy collective once, on shared_empty tensors (`shared` True), on ordinary
+    ones (False), or with only rank 0's shared ("rank 0"): per op, the bytes this rank moved
+    through its mappings and whether the result was right."""
     import torch_occl
 
-    unused = []  # a rank maps its peers' segments while it holds its own tensor of the call
+    kept = []  # a rank maps its peers' segments while it holds its own tensor of the call
 
-    def empty(*size):
+    def empty(count):
+        tensor = torch_occl.shared_empty(count)  # collective: every rank calls it
         if shared is True or (shared == "rank 0" and rank == 0):
-            return torch_occl.shared_empty(*size)
-        unused.append(torch_occl.shared_empty(*size))  # collective: every rank calls it
-        return torch.empty(*size)
+            return tensor
+        kept.append(tensor)
+        return torch.empty(count)
 
-    n, count = world_size, COUNT
-    block = torch.arange(count, dtype=torch.float32)
-    wrong = []
-    before = _through_mappings()
+    n = world_size
+    block = torch.arange(COUNT, dtype=torch.float32)
+    results = {}
 
-    data = empty(count)
+    def measure(op, run, check):
+        before = _through_mappings()
+        run()
+        results[op] = (_through_mappings() - before, bool(check()))
+
+    data = empty(VIEW_OFFSET + COUNT)[VIEW_OFFSET:]
     data.copy_(block + 1000 * rank)
-    dist.broadcast(data, src=n - 1)
-    if not torch.equal(data, block + 1000 * (n - 1)):
-        wrong.append("broadcast")
+    measure("broadcast", lambda: dist.broadcast(data, src=n - 1),
+            lambda: torch.equal(data, block + 1000 * (n - 1)))
 
     data.copy_(block + 1000 * rank)
-    dist.all_reduce(data)
-    if not torch.equal(data, n * block + 1000 * sum(range(n))):
-        wrong.append("all_reduce")
+    measure("all_reduce", lambda: dist.all_reduce(data),
+            lambda: torch.equal(data, n * block + 1000 * sum(range(n))))
 
-    gathered = empty(n * count)
-    dist.all_gather_into_tensor(gathered, data.copy_(block + 1000 * rank))
-    if not torch.equal(gathered, torch.cat([block + 1000 * r for r in range(n)])):
-        wrong.append("all_gather_into_tensor")
+    gathered = empty(n * COUNT)
+    data.copy_(block + 1000 * rank)
+    measure("all_gather_into_tensor", lambda: dist.all_gather_into_tensor(gathered, data),
+            lambda: torch.equal(gathered, torch.cat([block + 1000 * r for r in range(n)])))
 
-    scattered = empty(count)
-    gathered.copy_(torch.arange(n * count, dtype=torch.float32) + 1000 * rank)
-    dist.reduce_scatter_tensor(scattered, gathered)
-    mine = torch.arange(rank * count, (rank + 1) * count, dtype=torch.float32)
-    if not torch.equal(scattered, n * mine + 1000 * sum(range(n))):
-        wrong.append("reduce_scatter_tensor")
+    scattered = empty(COUNT)
+    gathered.copy_(torch.arange(n * COUNT, dtype=torch.float32) + 1000 * rank)
+    mine = torch.arange(rank * COUNT, (rank + 1) * COUNT, dtype=torch.float32)
+    measure("reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(scattered, gathered),
+            lambda: torch.equal(scattered, n * mine + 1000 * sum(range(n))))
 
     # Block j of rank r's input holds 100 * r + j; block j of the output came from rank j.
-    received = empty(n * count)
-    sent = empty(n * count)
-    sent.copy_((100 * rank + torch.arange(n, dtype=torch.float32)).repeat_interleave(count))
-    dist.all_to_all_single(received, sent)
-    expected = (100 * torch.arange(n, dtype=torch.float32) + rank).repeat_interleave(count)
-    if not torch.equal(received, expected):
-        wrong.append("all_to_all_single")
-    return _through_mappings() - before, wrong
+    received = empty(n * COUNT)
+    sent = empty(n * COUNT)
+    sent.copy_((100 * rank + torch.arange(n, dtype=torch.float32)).repeat_interleave(COUNT))
+    expected = (100 * torch.arange(n, dtype=torch.float32) + rank).repeat_interleave(COUNT)
+    measure("all_to_all_single", lambda: dist.all_to_all_single(received, sent),
+            lambda: torch.equal(received, expected))
+    return results
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
 def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size):
     with DistPool(world_size, "occl") as pool:
-        for moved, wrong in pool.run(_run_collectives, True):
-            assert wrong == []
-            # Each rank reads or writes at least its peers' share of every op's buffer.
-            assert moved >= 5 * (world_size - 1) * COUNT * 4 // world_size
-        for moved, wrong in pool.run(_run_collectives, False):
-            assert (moved, wrong) == (0, [])
+        shared = pool.run(_run_collectives, True)
+        for rank, results in enumerate(shared):
+            assert all(right for _, right in results.values()), results
+            for op, expected in _expected_bytes(rank, world_size).items():
+                if expected is not None:
+                    assert results[op][0] == expected, (op, rank)
+        # all_reduce: each rank reads its segment from every peer and writes it back.
+        assert sum(r["all_reduce"][0] for r in shared) == 2 * (world_size - 1) * BYTES
+
+        for results in pool.run(_run_collectives, False):
+            assert results == {op: (0, True) for op in results}
+
         # Only rank 0's tensors are shared: the others copy from and into them through their
-        # mappings, everything else through the kernel.
-        results = pool.run(_run_collectives, "rank 0")
-        assert [wrong for _, wrong in results] == [[]] * world_size
-        assert all(moved > 0 for moved, _ in results[1:])
+        # mappings; rank 0 copies from and into theirs through the kernel.
+        only_rank_0 = pool.run(_run_collectives, "rank 0")
+        assert all(right for results in only_rank_0 for _, right in results.values())
+        assert all(moved == 0 for moved, _ in only_rank_0[0].values())
+        for results in only_rank_0[1:]:
+            assert results["all_gather_into_tensor"][0] == BYTES  # rank 0's block
+            assert results["all_to_all_single"][0] == BYTES  # rank 0's slice for it
 
 
 def _mappings_while_allocated(rank, world_size):
     import torch_occl
 
-    baseline = _memfd_mappings()  # the group's shared-memory rings
+    baseline = _occl_mappings()  # the group's shared-memory rings
     tensor = torch_occl.shared_empty(4, 1024)
-    allocated = _memfd_mappings()
+    allocated = _occl_mappings()
     dist.broadcast(tensor, src=0)
     del tensor
     gc.collect()
-    dist.barrier()  # frees the previous collective's tensors
-    return baseline, allocated, _memfd_mappings(), sorted(os.listdir("/dev/shm"))
+    dist.barrier()  # the previous collective's tensors are held until the next one
+    names = sorted(name for name in os.listdir("/dev/shm") if "occl" in name)
+    return baseline, allocated, _occl_mappings(), names
 
 
 def test_every_rank_maps_every_segment_until_it_frees_its_tensor():
-    before = sorted(os.listdir("/dev/shm"))
     with DistPool(3, "occl") as pool:
         for baseline, allocated, freed, shm_names in pool.run(_mappings_while_allocated):
             assert allocated == baseline + 3  # its own segment and both peers'
             assert freed == baseline
-            assert shm_names == before  # a memfd is never named in /dev/shm
+            assert shm_names == []  # a memfd is never named in /dev/shm
+
+
+def _shared_empty_warnings(rank, world_size, deny_rank):
+    """shared_empty's tensor on this rank: (mapped, the warnings it gave)."""
+    import torch_occl
+
+    if rank == deny_rank:
+        _deny_cross_memory_attach()
+    baseline = _occl_mappings()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tensor = torch_occl.shared_empty(COUNT)
+    assert tensor.shape == (COUNT,)
+    return _occl_mappings() > baseline, [str(w.message) for w in caught]
+
+
+@pytest.mark.skipif(platform.machine() not in SYSCALLS, reason="seccomp numbers for this CPU")
+def test_ranks_that_may_not_copy_from_each_other_get_ordinary_tensors_and_a_warning():
+    with DistPool(2, "occl") as pool:
+        # Rank 1 may not make the system call; both ranks learn it and agree.
+        message = ("torch_occl.shared_empty: an ordinary tensor, as rank 1 may not copy from "
+                   "rank 0's memory (Operation not permitted)")
+        assert pool.run(_shared_empty_warnings, 1) == [(False, [message])] * 2
+
+
+def test_a_group_of_another_backend_gets_ordinary_tensors_and_a_warning():
+    with DistPool(2, "gloo") as pool:
+        message = "torch_occl.shared_empty: an ordinary tensor, as rank 0: the group's backend is gloo"
+        assert pool.run(_shared_empty_warnings, -1) == [(False, [message])] * 2
 
 
 def _shared_empty_over_tcp(rank, world_size):
     import torch_occl
 
-    baseline = _memfd_mappings()
+    baseline = _occl_mappings()
     tensor = torch_occl.shared_empty(COUNT).fill_(rank + 1)
     before = _through_mappings()
     dist.broadcast(tensor, src=1)
-    return _memfd_mappings() - baseline, _through_mappings() - before, bool((tensor == 2).all())
+    return _occl_mappings() - baseline, _through_mappings() - before, bool((tensor == 2).all())
 
 
-def test_over_tcp_every_rank_gets_an_ordinary_tensor():
+def test_over_tcp_every_rank_gets_an_ordinary_tensor_without_a_warning():
     with DistPool(2, "occl", env={"OCCL_TRANSPORT": "tcp"}) as pool:
         assert pool.run(_shared_empty_over_tcp) == [(0, 0, True)] * 2
+        assert pool.run(_shared_empty_warnings, -1) == [(False, [])] * 2
 
 
-def _ask_for_size(rank, world_size):
+def _ask(rank, world_size, sizes, dtypes):
     import torch_occl
 
     try:
-        torch_occl.shared_empty(4 * (rank + 1))
+        torch_occl.shared_empty(sizes[rank], dtype=dtypes[rank])
     except ValueError as error:
         return str(error)
     return None
 
 
-def test_ranks_asking_for_different_sizes_fail_naming_both():
+@pytest.mark.parametrize(
+    "sizes, dtypes, asked",
+    [
+        ([4, 8], [torch.float32] * 2, ["(4,) torch.float32", "(8,) torch.float32"]),
+        ([4, 4], [torch.float32, torch.int64], ["(4,) torch.float32", "(4,) torch.int64"]),
+    ],
+    ids=["size", "dtype"],
+)
+def test_ranks_asking_for_different_tensors_fail_naming_both(sizes, dtypes, asked):
+    rule = "(every rank of the group must ask for the same size and dtype)"
     with DistPool(2, "occl") as pool:
-        assert pool.run(_ask_for_size) == [
-            "torch_occl.shared_empty: rank 1 asked for (8,) torch.float32, rank 0 for (4,) "
-            "torch.float32 (every rank of the group must ask for the same size and dtype)",
-            "torch_occl.shared_empty: rank 0 asked for (4,) torch.float32, rank 1 for (8,) "
-            "torch.float32 (every rank of the group must ask for the same size and dtype)",
+        assert pool.run(_ask, sizes, dtypes) == [
+            f"torch_occl.shared_empty: rank 1 asked for {asked[1]}, rank 0 for {asked[0]} {rule}",
+            f"torch_occl.shared_empty: rank 0 asked for {asked[0]}, rank 1 for {asked[1]} {rule}",
         ]
 
 

@@ -3,7 +3,8 @@
 #include "runtime.hpp"
 
 #include "transport/shared_segments.hpp"
-#include "transport/shm.hpp"
+#include "transport/memfd.hpp"
+#include "transport/peer_memory.hpp"
 
 #include <ATen/ops/from_blob.h>
 #include <torch/csrc/utils/pybind.h>
@@ -20,8 +21,8 @@ void bind_extensions(py::module_& module) {
       .def(py::init<size_t>(), py::arg("bytes"))
       .def_property_readonly("serial", &SharedAllocation::serial)
       .def_property_readonly("fd", &SharedAllocation::fd)
-      .def("map_peer", &SharedAllocation::map_peer, py::arg("pid"), py::arg("serial"),
-           py::arg("fd"))
+      .def("map_peer", &SharedAllocation::map_peer, py::arg("pid"), py::arg("token"),
+           py::arg("serial"), py::arg("fd"))
       .def("close_fd", &SharedAllocation::close_fd)
       .def(
           "tensor",
@@ -36,8 +37,13 @@ void bind_extensions(py::module_& module) {
             return at::from_blob(self->data(), sizes, [self](void*) {}, options);
           },
           py::arg("sizes"), py::arg("dtype"));
-  module.def("_bytes_through_shared_segments", &transport::bytes_through_segments);
+  module.def("_process_token", &transport::process_token);
   module.def("_host_identity", &transport::host_identity);
+  // The probe a group runs before it copies straight between its ranks (peer_memory.hpp).
+  module.def("_peer_memory_probe_address", &transport::PeerMemory::probe_address);
+  module.def("_probe_peer_memory", &transport::PeerMemory::probe, py::arg("pid"),
+             py::arg("address"));
+  module.def("_bytes_through_shared_segments", &transport::bytes_through_segments);
 }
 
 }  // namespace occl::runtime

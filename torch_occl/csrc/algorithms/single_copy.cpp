@@ -18,15 +18,18 @@ namespace {
 struct Region {
   uint64_t address;
   uint64_t bytes;
-  uint64_t serial;  // the shared segment it lies in (transport/shared_segments.hpp); 0: none
-  uint64_t offset;  // from the start of that segment
+  // The shared segment it lies in (transport/shared_segments.hpp): its creator's token and
+  // serial (0: in none), and the buffer's offset from the segment's start.
+  uint64_t token;
+  uint64_t serial;
+  uint64_t offset;
 };
 
 uint64_t address_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 Region region_of(const void* data, size_t bytes) {
   const transport::SegmentPlace place = transport::find_own_segment(data, bytes);
-  return {address_of(data), bytes, place.serial, place.offset};
+  return {address_of(data), bytes, transport::process_token(), place.serial, place.offset};
 }
 
 // A peer's buffer. When it lies in a shared segment this process maps, bytes move with memcpy
@@ -37,23 +40,36 @@ class PeerBuffer {
   PeerBuffer(const Mesh& mesh, int peer, const Region& region)
       : memory_(mesh.peer_memory()), peer_(peer), region_(region) {
     if (region.serial == 0) return;
-    mapping_ = transport::find_peer_segment(memory_->pid(peer), region.serial);
+    mapping_ = transport::find_peer_segment(region.token, region.serial);
     if (mapping_ && region.offset + region.bytes > mapping_->bytes) mapping_ = nullptr;
   }
 
   void read(uint64_t offset, void* local, size_t bytes) const {
+    check_within(offset, bytes);
     if (!mapping_) return memory_->read(peer_, region_.address + offset, local, bytes);
     std::memcpy(local, mapped(offset), bytes);
     transport::count_bytes_through_segments(bytes);
   }
 
   void write(uint64_t offset, const void* local, size_t bytes) const {
+    check_within(offset, bytes);
     if (!mapping_) return memory_->write(peer_, region_.address + offset, local, bytes);
     std::memcpy(mapped(offset), local, bytes);
     transport::count_bytes_through_segments(bytes);
   }
 
  private:
+  // The ranks agreed on the sizes (transport::OpSignature), unless told not to check: a memcpy
+  // past a mapping would corrupt this process, so a copy past the peer's buffer fails instead
+  // (and breaks the group: the peers are no longer in step).
+  void check_within(uint64_t offset, size_t bytes) const {
+    if (offset + bytes <= region_.bytes) return;
+    throw transport::TransportError(transport::TransportError::Kind::Protocol, "a copy of " + std::to_string(bytes) + " bytes at offset " +
+                                   std::to_string(offset) + " runs past rank " +
+                                   std::to_string(peer_) + "'s buffer of " +
+                                   std::to_string(region_.bytes) + " bytes");
+  }
+
   char* mapped(uint64_t offset) const {
     return static_cast<char*>(mapping_->base) + region_.offset + offset;
   }
@@ -205,8 +221,8 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
   for (int peer : peers_from(mesh)) {
     const Slice& out = send_slices[peer];
     const Slice& in = recv_slices[peer];
-    outgoing[peer] = region_of(send + out.offset, out.bytes);
     if (large(out)) {
+      outgoing[peer] = region_of(send + out.offset, out.bytes);
       sends.push_back({peer, &outgoing[peer], sizeof(Region)});
     } else {
       sends.push_back({peer, send + out.offset, out.bytes});

@@ -8,9 +8,27 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace occl::transport {
+namespace {
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string namespace_inode(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 ? std::to_string(st.st_ino) : "?";
+}
+
+}  // namespace
 
 int create_memfd(size_t bytes) {
   int fd = ::memfd_create("occl", MFD_CLOEXEC);
@@ -52,6 +70,17 @@ Mapping map_peer_memfd(pid_t pid, int fd, size_t bytes) {
 
 void unmap(const Mapping& mapping) {
   if (mapping.base) ::munmap(mapping.base, mapping.bytes);
+}
+
+std::string host_identity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  std::ostringstream id;
+  id << name << '/' << read_first_line("/proc/sys/kernel/random/boot_id") << "/uid"
+     << ::geteuid() << "/pid" << namespace_inode("/proc/self/ns/pid") << "/net"
+     << namespace_inode("/proc/self/ns/net");
+  if (const char* extra = std::getenv("OCCL_HOST_ID")) id << '/' << extra;
+  return id.str();
 }
 
 }  // namespace occl::transport

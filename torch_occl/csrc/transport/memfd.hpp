@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <string>
 
 namespace occl::transport {
 
@@ -21,5 +22,11 @@ Mapping map_memfd(int fd, size_t bytes);
 // Maps fd `fd` of process `pid`. Throws TransportError.
 Mapping map_peer_memfd(pid_t pid, int fd, size_t bytes);
 void unmap(const Mapping& mapping);
+
+// Ranks with equal identities can map each other's memfds through /proc/<pid>/fd: same kernel
+// boot, same user, same pid namespace (the path names a pid), and same network namespace (so
+// that ranks in separate network namespaces, "hosts" to the user, really talk over the network).
+// OCCL_HOST_ID splits further: ranks with different values never share memory.
+std::string host_identity();
 
 }  // namespace occl::transport

@@ -27,7 +27,6 @@ class PeerMemory {
   // TransportError: PeerClosed when the peer has exited, System when the kernel refuses.
   void read(int peer, uint64_t remote, void* local, size_t bytes) const;
   void write(int peer, uint64_t remote, const void* local, size_t bytes) const;
-  pid_t pid(int peer) const { return pids_.at(peer); }
 
   // A few bytes of this process that a peer's probe() reads back, and their address.
   static uint64_t probe_address();

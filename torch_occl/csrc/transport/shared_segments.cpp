@@ -5,20 +5,28 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <iterator>
 #include <map>
 #include <mutex>
-#include <utility>
+#include <random>
+#include <string>
 
 namespace occl::transport {
 namespace {
 
-// Every segment this process maps, its own by serial and its peers' by (pid, serial). Shared
-// pointers, so that an allocation freed while a collective copies through it unmaps only after
-// the copy.
+struct OwnSegment {
+  uint64_t serial;
+  std::shared_ptr<const Mapping> mapping;
+};
+
+// Every segment this process maps: its own by base address, its peers' by (token, serial).
+// Shared pointers, so that an allocation freed while a collective copies through a peer's
+// segment unmaps it only after the copy.
 struct Registry {
   std::mutex mutex;
-  std::map<uint64_t, std::shared_ptr<const Mapping>> own;
-  std::map<std::pair<pid_t, uint64_t>, std::shared_ptr<const Mapping>> peers;
+  std::map<uintptr_t, OwnSegment> own;
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const Mapping>> peers;
   uint64_t last_serial = 0;
   std::atomic<uint64_t> bytes_through{0};
 };
@@ -35,35 +43,51 @@ std::shared_ptr<const Mapping> hold(Mapping mapping) {
   });
 }
 
+uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
 }  // namespace
+
+uint64_t process_token() {
+  static const uint64_t token = [] {
+    std::random_device entropy;
+    uint64_t drawn = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+    return drawn ^ static_cast<uint64_t>(
+                       std::chrono::steady_clock::now().time_since_epoch().count());
+  }();
+  return token;
+}
 
 SharedAllocation::SharedAllocation(size_t bytes) : fd_(create_memfd(bytes)) {
   try {
     own_ = hold(map_memfd(fd_, bytes));
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    serial_ = ++r.last_serial;
+    r.own[address(own_->base)] = {serial_, own_};
   } catch (...) {
     ::close(fd_);
     throw;
   }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  serial_ = ++r.last_serial;
-  r.own[serial_] = own_;
 }
 
 SharedAllocation::~SharedAllocation() {
   close_fd();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.own.erase(serial_);
+  r.own.erase(address(own_->base));
   for (const auto& key : peers_) r.peers.erase(key);
 }
 
-void SharedAllocation::map_peer(pid_t pid, uint64_t serial, int fd) {
+void SharedAllocation::map_peer(pid_t pid, uint64_t token, uint64_t serial, int fd) {
   auto mapping = hold(map_peer_memfd(pid, fd, bytes()));
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.peers[{pid, serial}] = std::move(mapping);
-  peers_.emplace_back(pid, serial);
+  if (!r.peers.emplace(std::make_pair(token, serial), std::move(mapping)).second) {
+    throw TransportError(TransportError::Kind::Protocol,
+                         "segment " + std::to_string(serial) + " of pid " + std::to_string(pid) +
+                             " is mapped already");
+  }
+  peers_.emplace_back(token, serial);
 }
 
 void SharedAllocation::close_fd() {
@@ -72,20 +96,20 @@ void SharedAllocation::close_fd() {
 }
 
 SegmentPlace find_own_segment(const void* data, size_t bytes) {
-  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t begin = address(data);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  for (const auto& [serial, mapping] : r.own) {
-    const auto base = reinterpret_cast<uintptr_t>(mapping->base);
-    if (begin >= base && begin - base + bytes <= mapping->bytes) return {serial, begin - base};
-  }
-  return {};
+  auto after = r.own.upper_bound(begin);  // the first segment that starts after `data`
+  if (after == r.own.begin()) return {};
+  const auto& [base, segment] = *std::prev(after);
+  if (begin - base + bytes > segment.mapping->bytes) return {};
+  return {segment.serial, begin - base};
 }
 
-std::shared_ptr<const Mapping> find_peer_segment(pid_t pid, uint64_t serial) {
+std::shared_ptr<const Mapping> find_peer_segment(uint64_t token, uint64_t serial) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.peers.find({pid, serial});
+  auto it = r.peers.find({token, serial});
   return it == r.peers.end() ? nullptr : it->second;
 }
 

@@ -17,7 +17,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace occl::transport {
@@ -41,30 +40,7 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
 
-std::string read_first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::string namespace_inode(const char* path) {
-  struct stat st {};
-  return ::stat(path, &st) == 0 ? std::to_string(st.st_ino) : "?";
-}
-
 }  // namespace
-
-std::string host_identity() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  std::ostringstream id;
-  id << name << '/' << read_first_line("/proc/sys/kernel/random/boot_id") << "/uid"
-     << ::geteuid() << "/pid" << namespace_inode("/proc/self/ns/pid") << "/net"
-     << namespace_inode("/proc/self/ns/net");
-  if (const char* extra = std::getenv("OCCL_HOST_ID")) id << '/' << extra;
-  return id.str();
-}
 
 // ---- ByteRing ---------------------------------------------------------------------------------
 

@@ -112,12 +112,6 @@ class ShmLinks {
   std::unique_ptr<PeerMemory> peer_memory_;
 };
 
-// Ranks with equal identities can map each other's memfds through /proc/<pid>/fd: same kernel
-// boot, same user, same pid namespace (the path names a pid), and same network namespace (so
-// that ranks in separate network namespaces, "hosts" to the user, really talk over the network).
-// OCCL_HOST_ID splits further: ranks with different values never share memory.
-std::string host_identity();
-
 // Finds the ranks that share this rank's host (same kernel boot, user, and network and pid
 // namespaces) and maps a region with them. Returns nullptr when there are none or the mode is tcp.
 // Every rank of the group must call it.
