@@ -254,11 +254,14 @@ def _parse_capabilities(entry: _Entry) -> tuple[tuple[str, bool], ...]:
 
 
 def _parse_runtime(entry: _Entry) -> model.Runtime:
-    entry.expect_keys(required=("header", "namespace"))
+    entry.expect_keys(required=("header", "namespace"), optional=("python_extensions",))
     return model.Runtime(
         header=entry.string("header"),
         namespace=entry.matching("namespace", *_CPP_NAMESPACE),
         line=entry.line,
+        python_extensions=(
+            entry.identifier("python_extensions") if "python_extensions" in entry.mapping else None
+        ),
     )
 
 

@@ -47,6 +47,8 @@ class Runtime:
     header: str
     namespace: str
     line: int
+    # A function of the runtime's that adds to the Python module: void f(pybind11::module_&).
+    python_extensions: str | None = None
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,8 @@ class View:
     python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
     runtime_header: str
     runtime_namespace: str
+    # "::occl::runtime::bind_extensions" when the spec names one (backend.runtime.python_extensions)
+    python_extension_calls: tuple[str, ...]
     options: tuple[OptionView, ...]
     macros: tuple[MacroView, ...]
     ops: tuple[OpView, ...]
@@ -301,6 +303,10 @@ def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
         ),
         runtime_header=backend.runtime.header,
         runtime_namespace=backend.runtime.namespace,
+        python_extension_calls=tuple(
+            f"::{backend.runtime.namespace}::{name}"
+            for name in (backend.runtime.python_extensions,) if name
+        ),
         options=tuple(_option(o) for o in backend.options),
         macros=tuple(_macro(spec, c) for c in spec.checks),
         ops=tuple(_op(spec, op) for op in spec.ops),

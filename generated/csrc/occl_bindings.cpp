@@ -120,6 +120,6 @@ PYBIND11_MODULE(_C, module) {
                 py::call_guard<py::gil_scoped_release>());
   }
 
-  // Whatever else the runtime offers Python.
+  // What else the runtime offers Python (spec: backend.runtime.python_extensions).
   ::occl::runtime::bind_extensions(module);
 }

@@ -18,6 +18,7 @@ def test_real_spec_loads():
     spec = load_spec(REPO / "spec" / "collectives.yaml")
     assert spec.backend.name == "occl"
     assert spec.backend.runtime.namespace == "occl::runtime"
+    assert spec.backend.runtime.python_extensions == "bind_extensions"
     assert [op.name for op in spec.ops][:3] == ["broadcast", "allreduce", "allgather"]
     # A `value` subject takes any expression; `on:` stays a key (YAML 1.1 would read it as True).
     root_rank_check = next(c for c in spec.ops[0].checks if c.check == "root_rank_in_range")
@@ -229,6 +230,12 @@ BROKEN_SPECS = {
         "        on: tensors\n",
         "        on: tensors\n        reference: tensors\n",
         "spec.yaml:86: ops.send.checks[0]: check 'single_entry' has no param 'reference' (params: none)",
+    ),
+    "python extensions that are no identifier": (
+        "    namespace: acme::runtime\n",
+        "    namespace: acme::runtime\n    python_extensions: bind-extensions\n",
+        "spec.yaml:16: backend.runtime.python_extensions: 'bind-extensions' is not a valid C/Python "
+        "identifier",
     ),
     "op without runtime": (
         "    runtime: send\n",

@@ -135,7 +135,8 @@ size_t slice_bytes(const std::vector<int64_t>& split_sizes, const at::Tensor& te
                    int world_size);
 
 // ---- Python: what the module offers beyond the backend ----------------------------------------
-// Tensors in shared memory (torch_occl.shared_empty); defined in shared_tensors.cpp.
+// The spec's backend.runtime.python_extensions: the generated bindings call it last. It adds
+// what torch_occl.shared_empty needs; defined in shared_tensors.cpp.
 void bind_extensions(pybind11::module_& module);
 
 // ---- One function per spec op (`runtime:` key) ----------------------------------------------

@@ -2,9 +2,9 @@
 // torch_occl.shared_empty, which runs the exchange between the ranks in Python.
 #include "runtime.hpp"
 
-#include "transport/shared_segments.hpp"
 #include "transport/memfd.hpp"
 #include "transport/peer_memory.hpp"
+#include "transport/shared_segments.hpp"
 
 #include <ATen/ops/from_blob.h>
 #include <torch/csrc/utils/pybind.h>

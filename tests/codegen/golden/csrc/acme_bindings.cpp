@@ -61,7 +61,4 @@ PYBIND11_MODULE(_C, module) {
     backend.def("recv", &Backend::recv,
                 py::call_guard<py::gil_scoped_release>());
   }
-
-  // Whatever else the runtime offers Python.
-  ::acme::runtime::bind_extensions(module);
 }
