@@ -135,6 +135,30 @@ def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size):
             assert results["all_to_all_single"][0] == BYTES  # rank 0's slice for it
 
 
+def _broadcast_of_unequal_views(rank, world_size):
+    """Rank 0 broadcasts 2 MiB, rank 1 receives 1 MiB, both views of shared tensors: sizes the
+    ranks would never agree on with the op signatures checked."""
+    import torch_occl
+
+    tensor = torch_occl.shared_empty(2 * COUNT)
+    view = tensor if rank == 0 else tensor[:COUNT]
+    try:
+        dist.broadcast(view, src=0)
+    except Exception as error:  # the group is broken from here on: no more collectives
+        return str(error)
+    return None
+
+
+def test_a_copy_past_a_peers_buffer_fails_instead_of_writing_past_it():
+    # Without the check, rank 0 would write its second MiB past rank 1's view, into the rest of
+    # rank 1's segment, and nothing would fail.
+    with DistPool(2, "occl", env={"OCCL_CHECK_SIGNATURES": "0"}, group_timeout=3) as pool:
+        root, receiver = pool.run(_broadcast_of_unequal_views)
+    assert f"a copy of {BYTES} bytes at offset {BYTES} runs past rank 1's buffer of {BYTES} " \
+        "bytes" in root
+    assert receiver is not None  # it fails too (the root never reaches the closing barrier)
+
+
 def _mappings_while_allocated(rank, world_size):
     import torch_occl
 

@@ -64,10 +64,11 @@ class PeerBuffer {
   // (and breaks the group: the peers are no longer in step).
   void check_within(uint64_t offset, size_t bytes) const {
     if (offset + bytes <= region_.bytes) return;
-    throw transport::TransportError(transport::TransportError::Kind::Protocol, "a copy of " + std::to_string(bytes) + " bytes at offset " +
-                                   std::to_string(offset) + " runs past rank " +
-                                   std::to_string(peer_) + "'s buffer of " +
-                                   std::to_string(region_.bytes) + " bytes");
+    throw transport::TransportError(
+        transport::TransportError::Kind::Protocol,
+        "a copy of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+            " runs past rank " + std::to_string(peer_) + "'s buffer of " +
+            std::to_string(region_.bytes) + " bytes");
   }
 
   char* mapped(uint64_t offset) const {
