@@ -27,8 +27,27 @@ def test_bench_runs_every_op_and_checks_results(tmp_path):
     assert ops == {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
                    "all_to_all_single", "barrier", "send_recv"}
     assert all(row["wrong"] == 0 for row in report["rows"])
-    assert all(row["memcpy_us"] > 0 for row in report["rows"])
-    assert "speedup" in result.stdout and "memcpy(us)" in result.stdout
+    timed = [row for row in report["rows"] if row["op"] != "barrier"]
+    assert all(row["floor_us"] > 0 and row["bound"] > 0 for row in timed)
+    assert "speedup" in result.stdout and "floor(us)" in result.stdout
+
+
+def test_the_floor_shares_the_bytes_each_op_writes_among_the_ranks():
+    from torch_occl.bench import _floor_bytes
+
+    ranks = range(4)
+    written = {  # bytes the op writes into the outputs of 4 ranks, for 1 KiB per rank
+        "all_reduce": 4 * 1024,
+        "all_gather_into_tensor": 4 * 4 * 1024,
+        "reduce_scatter_tensor": 4 * 1024,
+        "broadcast": 3 * 1024,
+        "all_to_all_single": 4 * 1024,
+        "send_recv": 1024,
+        "barrier": 0,
+    }
+    for op, total in written.items():
+        assert sum(_floor_bytes(op, 1024, rank, 4) for rank in ranks) == total, op
+    assert [_floor_bytes("send_recv", 1024, rank, 4) for rank in ranks] == [512, 512, 0, 0]
 
 
 def test_rounds_of_large_sizes_keep_several_calls():

@@ -2,15 +2,22 @@
 
     python -m torch_occl.bench [--world-size 2] [--ops all_reduce,broadcast] [--min-bytes 8]
                                [--max-bytes 64M] [--factor 4] [--dtype float32] [--iters 20]
-                               [--rounds 5] [--bind] [--json FILE] [--plot FILE.png]
+                               [--rounds 5] [--transport tcp] [--bind] [--shared-tensors]
+                               [--json FILE] [--plot FILE.png]
 
 Every rank joins a gloo group and an occl group over the same ranks. For each op and size the
 benchmark alternates rounds of `--iters` back-to-back calls on each backend (fewer above 1 MiB,
 but at least 5) and reports the median round, so both see the same machine noise. Results are
 checked (#wrong counts elements that differ from the value computed in Python). busbw uses
 nccl-tests' factors: allreduce 2(n-1)/n; allgather, reduce-scatter and alltoall (n-1)/n;
-broadcast and send/recv 1. memcpy(us) is one core's warm copy of the row's size (best of 5,
-measured at the end): the floor of copy-bound collectives.
+broadcast and send/recv 1.
+
+floor(us) is a plain copy timed in rounds of its own between the backends' (so it finds the
+caches as cold as they do): every rank at once copies, with `copy_`, its share of the bytes the
+op writes into the ranks' outputs (`_floor_bytes`). A copy-bound collective cannot run much
+faster; an in-place reduction, which writes where it has just read, can beat it a little. bound
+is gloo's time over the floor: the speed-up of a backend that ran at the floor. The header's
+single-core memcpy is one core's warm copy of the largest size (best of 5, measured at the end).
 
 `--bind` pins each rank, with every thread it starts, to one CPU (rank modulo the CPUs it may
 use), as MPI launchers and torchrun's NUMA binding do: both backends then run under the same
@@ -146,7 +153,35 @@ def _iterations(iters: int, nbytes: int) -> int:
     return max(min(iters, MIN_ITERS_PER_ROUND), scaled)
 
 
-def _time_round(case: _Case, group, iters: int) -> float:
+def _floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
+    """Bytes `rank` copies in the floor: the bytes the op writes into the ranks' outputs, shared
+    evenly by the ranks that take part. Reductions also read n inputs; the floor leaves that out."""
+    if op == "barrier":
+        return 0
+    if op == "all_gather_into_tensor":
+        return nbytes * n
+    if op == "broadcast":  # the root's tensor is not written
+        return nbytes * (n - 1) // n
+    if op == "send_recv":  # one message, between ranks 0 and 1
+        return nbytes // 2 if rank < 2 else 0
+    return nbytes
+
+
+class _Floor:
+    """The floor's round: copy this rank's share of the bytes, at the same time as the others."""
+
+    def __init__(self, nbytes: int):
+        self.source = torch.ones(nbytes, dtype=torch.uint8)
+        self.destination = torch.empty_like(self.source)
+
+    def run(self, group) -> None:
+        self.destination.copy_(self.source)
+
+    def reset(self) -> None:
+        pass
+
+
+def _time_round(case, group, iters: int) -> float:
     """Mean seconds per call over `iters` calls, started together on every rank."""
     dist.barrier(group=group)
     start = time.perf_counter()
@@ -200,17 +235,20 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
             count = max(nbytes // element, 1) if op != "barrier" else 0
             cases = {name: _Case(op, count, dtype, rank, world_size, empty[name])
                      for name in groups}
+            cases["floor"] = _Floor(_floor_bytes(op, nbytes, rank, world_size))
+            # The floor's rounds start together through the gloo group, as gloo's do.
+            group_of = dict(groups, floor=groups["gloo"])
             iters = _iterations(args.iters, nbytes)
             wrong = 0
-            for name, case in cases.items():  # warm up and check once per backend
-                case.run(groups[name])
+            for name, case in cases.items():  # warm up, and check occl once
+                case.run(group_of[name])
                 if name == "occl":
                     wrong = case.wrong()
                 case.reset()
-            times = {name: [] for name in groups}
+            times = {name: [] for name in cases}
             for _ in range(args.rounds):
                 for name, case in cases.items():
-                    times[name].append(_time_round(case, groups[name], iters))
+                    times[name].append(_time_round(case, group_of[name], iters))
             wrong_total = torch.tensor([wrong])
             dist.all_reduce(wrong_total, group=groups["gloo"])
             median = {name: statistics.median(t) for name, t in times.items()}
@@ -224,14 +262,13 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
                 "gloo_busbw": algbw["gloo"] * factor,
                 "wrong": int(wrong_total.item()),
                 "speedup": median["gloo"] / median["occl"] if median["occl"] > 0 else 0.0,
+                "floor_us": median["floor"] * 1e6 if op != "barrier" else None,
+                "bound": median["gloo"] / median["floor"] if op != "barrier" else None,
             })
     cpus = [None] * world_size
     dist.all_gather_object(cpus, sorted(os.sched_getaffinity(0)), group=groups["gloo"])
     if rank == 0:
-        # What one core's copy of each size costs, measured once the ranks are done.
-        memcpy_us = {n: _memcpy_seconds(n) * 1e6 for n in sorted({r["bytes"] for r in rows})}
-        for row in rows:
-            row["memcpy_us"] = memcpy_us[row["bytes"]]
+        # What one core's warm copy costs, measured once the ranks are done.
         largest = args.max_bytes if args.max_bytes >= (1 << 20) else 1 << 20
         memcpy = largest / _memcpy_seconds(largest) / 1e9
         with open(results_file, "w") as out:
@@ -249,13 +286,19 @@ def _print_table(report: dict) -> None:
           f"CPUs per rank {report['cpus_per_rank']}")
     header = (f"{'op':>24} {'size(B)':>10} {'count':>10} {'type':>8} {'redop':>5} "
               f"{'occl(us)':>10} {'algbw':>7} {'busbw':>7} {'#wrong':>6} "
-              f"{'gloo(us)':>10} {'busbw':>7} {'speedup':>8} {'memcpy(us)':>10}")
+              f"{'gloo(us)':>10} {'busbw':>7} {'speedup':>8} {'floor(us)':>10} {'bound':>7}")
     print(header)
     for r in report["rows"]:
         print(f"{r['op']:>24} {r['bytes']:>10} {r['count']:>10} {r['dtype']:>8} {r['redop']:>5} "
               f"{r['occl_us']:>10.1f} {r['occl_algbw']:>7.2f} {r['occl_busbw']:>7.2f} "
               f"{r['wrong']:>6} {r['gloo_us']:>10.1f} {r['gloo_busbw']:>7.2f} "
-              f"{r['speedup']:>7.2f}x {r['memcpy_us']:>10.1f}")
+              f"{r['speedup']:>7.2f}x {_floor_columns(r)}")
+
+
+def _floor_columns(row: dict) -> str:
+    if row["floor_us"] is None:
+        return f"{'-':>10} {'-':>7}"
+    return f"{row['floor_us']:>10.1f} {row['bound']:>6.2f}x"
 
 
 def _plot(report: dict, path: str) -> None:
