@@ -259,3 +259,33 @@ def test_a_negative_size_is_refused():
     with pytest.raises(ValueError) as error:
         torch_occl.shared_empty(2, -1)
     assert str(error.value) == "torch_occl.shared_empty: size (2, -1) has a negative dimension"
+
+
+def _send_recv(rank, world_size, shared, late):
+    """Rank 0 sends a lent message from a shared_empty tensor (`shared`) or an ordinary one;
+    rank 1 receives it at once or, `late`, after the sender's grace (it is then buffered first).
+    Per rank: the bytes it moved through its mappings, and whether the message arrived whole."""
+    import time
+
+    import torch_occl
+
+    tensor = torch_occl.shared_empty(COUNT)  # collective: kept, so the peer's mapping stays
+    message = torch.arange(COUNT, dtype=torch.float32)
+    before = _through_mappings()
+    if rank == 0:
+        sent = tensor if shared else torch.empty(COUNT)
+        sent.copy_(message)
+        dist.send(sent, dst=1)
+        return _through_mappings() - before, True
+    received = torch.empty(COUNT)
+    if late:
+        time.sleep(0.05)
+    dist.recv(received, src=0)
+    return _through_mappings() - before, torch.equal(received, message)
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["posted", "late"])
+def test_send_recv_of_a_shared_tensor_copies_through_the_mapping(late):
+    with DistPool(2, "occl") as pool:
+        assert pool.run(_send_recv, True, late) == [(0, True), (BYTES, True)]
+        assert pool.run(_send_recv, False, late) == [(0, True), (0, True)]

@@ -2,7 +2,7 @@
 
 #include "ring.hpp"
 
-#include "../transport/shared_segments.hpp"
+#include "../transport/peer_buffer.hpp"
 #include "../tuning.hpp"
 
 #include <algorithm>
@@ -14,72 +14,9 @@
 namespace occl::algorithms::single_copy {
 namespace {
 
-// A buffer as this rank tells the peers of it.
-struct Region {
-  uint64_t address;
-  uint64_t bytes;
-  // The shared segment it lies in (transport/shared_segments.hpp): its creator's token and
-  // serial (0: in none), and the buffer's offset from the segment's start.
-  uint64_t token;
-  uint64_t serial;
-  uint64_t offset;
-};
-
-uint64_t address_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-Region region_of(const void* data, size_t bytes) {
-  const transport::SegmentPlace place = transport::find_own_segment(data, bytes);
-  return {address_of(data), bytes, transport::process_token(), place.serial, place.offset};
-}
-
-// A peer's buffer. When it lies in a shared segment this process maps, bytes move with memcpy
-// through the mapping; otherwise with the kernel's cross-memory copy.
-class PeerBuffer {
- public:
-  PeerBuffer() = default;
-  PeerBuffer(const Mesh& mesh, int peer, const Region& region)
-      : memory_(mesh.peer_memory()), peer_(peer), region_(region) {
-    if (region.serial == 0) return;
-    mapping_ = transport::find_peer_segment(region.token, region.serial);
-    if (mapping_ && region.offset + region.bytes > mapping_->bytes) mapping_ = nullptr;
-  }
-
-  void read(uint64_t offset, void* local, size_t bytes) const {
-    check_within(offset, bytes);
-    if (!mapping_) return memory_->read(peer_, region_.address + offset, local, bytes);
-    std::memcpy(local, mapped(offset), bytes);
-    transport::count_bytes_through_segments(bytes);
-  }
-
-  void write(uint64_t offset, const void* local, size_t bytes) const {
-    check_within(offset, bytes);
-    if (!mapping_) return memory_->write(peer_, region_.address + offset, local, bytes);
-    std::memcpy(mapped(offset), local, bytes);
-    transport::count_bytes_through_segments(bytes);
-  }
-
- private:
-  // The ranks agreed on the sizes (transport::OpSignature), unless told not to check: a memcpy
-  // past a mapping would corrupt this process, so a copy past the peer's buffer fails instead
-  // (and breaks the group: the peers are no longer in step).
-  void check_within(uint64_t offset, size_t bytes) const {
-    if (offset + bytes <= region_.bytes) return;
-    throw transport::TransportError(
-        transport::TransportError::Kind::Protocol,
-        "a copy of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-            " runs past rank " + std::to_string(peer_) + "'s buffer of " +
-            std::to_string(region_.bytes) + " bytes");
-  }
-
-  char* mapped(uint64_t offset) const {
-    return static_cast<char*>(mapping_->base) + region_.offset + offset;
-  }
-
-  const transport::PeerMemory* memory_ = nullptr;
-  int peer_ = -1;
-  Region region_{};
-  std::shared_ptr<const transport::Mapping> mapping_;  // held while this rank copies
-};
+using transport::PeerBuffer;
+using transport::Region;
+using transport::region_of;
 
 // Tells every rank j about for_peer[j] (for_peer[rank] is unused); returns what each told us.
 std::vector<Region> swap_regions(Mesh& mesh, const std::vector<Region>& for_peer,
@@ -102,7 +39,7 @@ std::vector<PeerBuffer> share(Mesh& mesh, const void* data, size_t bytes, Deadli
       swap_regions(mesh, std::vector<Region>(mesh.size(), region_of(data, bytes)), deadline);
   std::vector<PeerBuffer> buffers(mesh.size());
   for (int peer = 0; peer < mesh.size(); ++peer) {
-    if (peer != mesh.rank()) buffers[peer] = PeerBuffer(mesh, peer, regions[peer]);
+    if (peer != mesh.rank()) buffers[peer] = PeerBuffer(mesh.peer_memory(), peer, regions[peer]);
   }
   return buffers;
 }
@@ -253,7 +190,7 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
       }
       continue;
     }
-    PeerBuffer(mesh, peer, incoming[peer])
+    PeerBuffer(mesh.peer_memory(), peer, incoming[peer])
         .read(0, recv + recv_slices[peer].offset, recv_slices[peer].bytes);
   }
   if (!copied.empty() || !released.empty()) mesh.exchange(copied, released, deadline);

@@ -1,5 +1,7 @@
 #include "p2p.hpp"
 
+#include "peer_buffer.hpp"
+
 #include <c10/util/Logging.h>
 
 #include <poll.h>
@@ -44,7 +46,7 @@ struct P2PHeader {
 };
 
 struct LentMessage {
-  uint64_t address;  // of the message in the sender's memory
+  Region region;     // the message in the sender's memory
   uint64_t id;       // the sender's name for it, echoed by kCopied
   uint64_t revoked;  // address of the sender's Link::revoked for this link
 };
@@ -97,10 +99,9 @@ struct Payload {
 
 // A lent message nobody has received yet.
 struct LentArrival {
-  uint64_t address;
+  Region region;
   uint64_t id;
   uint64_t revoked;  // where the sender says it let the message go
-  size_t bytes;
   Deadline buffer_at;  // when the receiver copies it into a Payload after all
 };
 
@@ -272,7 +273,7 @@ void P2PEngine::State::add_send(int peer, SendRequest request) {
   }
   if (peer_memory && request.header.bytes > 0 && request.header.bytes >= large_min_bytes) {
     request.header.kind = kLent;
-    request.lent = {reinterpret_cast<uint64_t>(request.data), link.next_lent_id++,
+    request.lent = {region_of(request.data, request.header.bytes), link.next_lent_id++,
                     reinterpret_cast<uint64_t>(link.revoked.get())};
   }
   link.sends.push_back(std::move(request));
@@ -471,8 +472,8 @@ void P2PEngine::State::on_lent(int peer) {
                          "rank " + std::to_string(peer) + " lent a message to a rank that cannot "
                          "read its memory");
   }
-  const LentArrival lent{link.lent_in.address, link.lent_in.id, link.lent_in.revoked,
-                         link.header.bytes, Clock::now() + kReceiveGrace};
+  const LentArrival lent{link.lent_in.region, link.lent_in.id, link.lent_in.revoked,
+                         Clock::now() + kReceiveGrace};
   for (auto it = posted.begin(); it != posted.end(); ++it) {
     if (!it->matches(peer, tag)) continue;
     RecvRequest recv = std::move(*it);
@@ -485,16 +486,16 @@ void P2PEngine::State::on_lent(int peer) {
 
 void P2PEngine::State::receive_lent(int peer, int64_t tag, const LentArrival& lent,
                                     RecvRequest& recv) {
-  std::exception_ptr failure = recv.bytes == lent.bytes
+  std::exception_ptr failure = recv.bytes == lent.region.bytes
                                    ? copy_lent(peer, lent, recv.data)
-                                   : size_mismatch(peer, tag, recv.bytes, lent.bytes);
+                                   : size_mismatch(peer, tag, recv.bytes, lent.region.bytes);
   send_copied(peer, lent.id);  // done with the sender's buffer either way
   complete(recv.callback, failure, peer);
 }
 
 std::exception_ptr P2PEngine::State::copy_lent(int peer, const LentArrival& lent, void* into) {
   try {
-    peer_memory->read(peer, lent.address, into, lent.bytes);
+    PeerBuffer(&*peer_memory, peer, lent.region).read(0, into, lent.region.bytes);
   } catch (const TransportError&) {
     return std::current_exception();
   }
@@ -546,7 +547,7 @@ void P2PEngine::State::buffer_lent(Deadline now) {
       const LentArrival lent = *it->lent;
       std::exception_ptr failure;
       try {
-        it->payload = Payload::of(lent.bytes);
+        it->payload = Payload::of(lent.region.bytes);
         failure = copy_lent(peer, lent, it->payload.data.get());
       } catch (const std::exception&) {  // no memory for the buffer
         failure = std::current_exception();

@@ -1,0 +1,51 @@
+// A buffer in another rank's memory, as the single-copy algorithms and lent messages reach it:
+// through this rank's mapping of the peer's shared segment (shared_segments.hpp) with memcpy
+// when the buffer lies in one, otherwise with the kernel's cross-memory copy (peer_memory.hpp).
+// The path is chosen per buffer, so buffers of both kinds can meet in one collective.
+#pragma once
+
+#include "peer_memory.hpp"
+#include "shared_segments.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace occl::transport {
+
+// A buffer as its owner tells the peers of it (sent as bytes: both ends run the same build).
+struct Region {
+  uint64_t address;
+  uint64_t bytes;
+  // The shared segment it lies in: its creator's token and serial (0: in none), and the
+  // buffer's offset from the segment's start.
+  uint64_t token;
+  uint64_t serial;
+  uint64_t offset;
+};
+
+// This process's buffer, as a Region.
+Region region_of(const void* data, size_t bytes);
+
+class PeerBuffer {
+ public:
+  PeerBuffer() = default;
+  // `memory` reaches rank `peer` by cross-memory copy; it must outlive this buffer.
+  PeerBuffer(const PeerMemory* memory, int peer, const Region& region);
+
+  // Copy `bytes` at `offset` in the peer's buffer to `local`, or the other way. Throw
+  // TransportError: Protocol when the copy runs past the buffer, or as PeerMemory does.
+  void read(uint64_t offset, void* local, size_t bytes) const;
+  void write(uint64_t offset, const void* local, size_t bytes) const;
+
+ private:
+  void check_within(uint64_t offset, size_t bytes) const;
+  char* mapped(uint64_t offset) const;
+
+  const PeerMemory* memory_ = nullptr;
+  int peer_ = -1;
+  Region region_{};
+  std::shared_ptr<const Mapping> mapping_;  // held while this rank copies
+};
+
+}  // namespace occl::transport
