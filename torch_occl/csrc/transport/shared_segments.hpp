@@ -1,8 +1,9 @@
 // Memory the ranks of a group allocate together (torch_occl.shared_empty): each rank creates a
-// segment (a memfd, memfd.hpp) and maps every other rank's. A single-copy collective whose
-// buffers lie in such segments copies through these mappings with memcpy, at a core's speed,
-// instead of with the kernel's cross-memory copy, which pins every page it touches (a 64 MiB
-// broadcast between two ranks: 4.0–4.5 ms against 6.4–7.8 ms in a C test, docs/PERFORMANCE.md).
+// segment (a memfd, memfd.hpp) and maps every other rank's. A single-copy collective or a lent
+// message whose buffers lie in such segments copies through these mappings (peer_buffer.hpp)
+// with memcpy, at a core's speed, instead of with the kernel's cross-memory copy, which pins
+// every page it touches (a 64 MiB broadcast between two ranks: 4.0–4.5 ms against 6.4–7.8 ms
+// in a C test, docs/PERFORMANCE.md).
 //
 // A segment is named by its creator's token (64 random bits drawn once per process, so that a
 // pid reused by a later process never names an old segment) and a serial number the creator
@@ -64,8 +65,8 @@ SegmentPlace find_own_segment(const void* data, size_t bytes);
 // pointer keeps the mapping while a copy uses it.
 std::shared_ptr<const Mapping> find_peer_segment(uint64_t token, uint64_t serial);
 
-// Bytes the single-copy algorithms moved through the mappings of peers' segments: the tests
-// read it to tell that the fast path ran.
+// Bytes copied through the mappings of peers' segments, by single copies and lent messages:
+// the tests read it to tell that the fast path ran.
 void count_bytes_through_segments(size_t bytes);
 uint64_t bytes_through_segments();
 
