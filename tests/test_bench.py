@@ -29,7 +29,12 @@ def test_bench_runs_every_op_and_checks_results(tmp_path):
     assert all(row["wrong"] == 0 for row in report["rows"])
     timed = [row for row in report["rows"] if row["op"] != "barrier"]
     assert all(row["floor_us"] > 0 and row["bound"] > 0 for row in timed)
+    barrier = next(row for row in report["rows"] if row["op"] == "barrier")
+    assert barrier["floor_us"] is None and barrier["bound"] is None  # it writes nothing
     assert "speedup" in result.stdout and "floor(us)" in result.stdout
+    barrier_line = next(line for line in result.stdout.splitlines()
+                        if line.split()[:1] == ["barrier"])
+    assert barrier_line.split()[-2:] == ["-", "-"]
 
 
 def test_the_floor_shares_the_bytes_each_op_writes_among_the_ranks():

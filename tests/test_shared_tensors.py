@@ -261,10 +261,15 @@ def test_a_negative_size_is_refused():
     assert str(error.value) == "torch_occl.shared_empty: size (2, -1) has a negative dimension"
 
 
+RECEIVER_DELAY = 0.5  # seconds; the sender's grace (transport/p2p.cpp) is 1 ms
+
+
 def _send_recv(rank, world_size, shared, late):
-    """Rank 0 sends a lent message from a shared_empty tensor (`shared`) or an ordinary one;
-    rank 1 receives it at once or, `late`, after the sender's grace (it is then buffered first).
-    Per rank: the bytes it moved through its mappings, and whether the message arrived whole."""
+    """Rank 0 sends a lent message from a shared_empty tensor (`shared`) or an ordinary one.
+    Rank 1 posts its receive first or, `late`, long after the sender's grace: the message is then
+    copied into a buffer and the send completes without waiting for the receive. Per rank: the
+    bytes it moved through its mappings, whether the message arrived whole (rank 1) or whether
+    the send completed before the receive was posted (rank 0)."""
     import time
 
     import torch_occl
@@ -275,11 +280,14 @@ def _send_recv(rank, world_size, shared, late):
     if rank == 0:
         sent = tensor if shared else torch.empty(COUNT)
         sent.copy_(message)
+        if not late:
+            time.sleep(0.2)  # the receive is posted by then
+        start = time.monotonic()
         dist.send(sent, dst=1)
-        return _through_mappings() - before, True
+        return _through_mappings() - before, time.monotonic() - start < RECEIVER_DELAY / 2
     received = torch.empty(COUNT)
     if late:
-        time.sleep(0.05)
+        time.sleep(RECEIVER_DELAY)
     dist.recv(received, src=0)
     return _through_mappings() - before, torch.equal(received, message)
 
@@ -287,5 +295,9 @@ def _send_recv(rank, world_size, shared, late):
 @pytest.mark.parametrize("late", [False, True], ids=["posted", "late"])
 def test_send_recv_of_a_shared_tensor_copies_through_the_mapping(late):
     with DistPool(2, "occl") as pool:
-        assert pool.run(_send_recv, True, late) == [(0, True), (BYTES, True)]
-        assert pool.run(_send_recv, False, late) == [(0, True), (0, True)]
+        sender, receiver = pool.run(_send_recv, True, late)
+        assert receiver == (BYTES, True)
+        assert sender[0] == 0
+        if late:
+            assert sender[1], "the send waited for the receive: the message was not buffered"
+        assert pool.run(_send_recv, False, late)[1] == (0, True)

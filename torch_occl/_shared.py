@@ -42,8 +42,8 @@ def shared_empty(*size, dtype: torch.dtype = torch.float32, group=None) -> torch
     with the same size and dtype. Each rank gets its own tensor, in a segment of shared memory
     (a memfd: mode 0600, never named in /dev/shm) that every other rank of the group maps. When
     occl copies between ranks' tensors (collectives on at least 256 KiB per rank, in groups
-    wholly on one host; not point-to-point messages), it copies from and into such tensors with
-    memcpy instead of the kernel's cross-memory copy.
+    wholly on one host, and point-to-point messages of that size, which are lent), it copies
+    from and into such tensors with memcpy instead of the kernel's cross-memory copy.
 
     Ranks on several hosts, or under OCCL_TRANSPORT=tcp, get ordinary tensors. So, with a
     warning that says why, do ranks that may not copy from each other's memory, and groups of

@@ -14,10 +14,11 @@ broadcast and send/recv 1.
 
 floor(us) is a plain copy timed in rounds of its own between the backends' (so it finds the
 caches as cold as they do): every rank at once copies, with `copy_`, its share of the bytes the
-op writes into the ranks' outputs (`_floor_bytes`). A copy-bound collective cannot run much
-faster; an in-place reduction, which writes where it has just read, can beat it a little. bound
-is gloo's time over the floor: the speed-up of a backend that ran at the floor. The header's
-single-core memcpy is one core's warm copy of the largest size (best of 5, measured at the end).
+op writes into the ranks' outputs (`_floor_bytes`); a round lasts until the last rank is done.
+A copy-bound collective cannot run much faster; an in-place reduction, which writes where it has
+just read, can beat it a little. bound is gloo's time over the floor: the speed-up of a backend
+that ran at the floor. The header's single-core memcpy is one core's warm copy of `--max-bytes`
+(1 MiB at least; best of 5, measured at the end).
 
 `--bind` pins each rank, with every thread it starts, to one CPU (rank modulo the CPUs it may
 use), as MPI launchers and torchrun's NUMA binding do: both backends then run under the same
@@ -162,7 +163,7 @@ def _floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
         return nbytes * n
     if op == "broadcast":  # the root's tensor is not written
         return nbytes * (n - 1) // n
-    if op == "send_recv":  # one message, between ranks 0 and 1
+    if op == "send_recv":  # one message, between ranks 0 and 1, which could share its copy
         return nbytes // 2 if rank < 2 else 0
     return nbytes
 
@@ -235,8 +236,10 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
             count = max(nbytes // element, 1) if op != "barrier" else 0
             cases = {name: _Case(op, count, dtype, rank, world_size, empty[name])
                      for name in groups}
-            cases["floor"] = _Floor(_floor_bytes(op, nbytes, rank, world_size))
-            # The floor's rounds start together through the gloo group, as gloo's do.
+            # No floor where the op writes nothing (a barrier, a broadcast to itself). Its rounds
+            # start together through the gloo group, as gloo's do.
+            if _floor_bytes(op, nbytes, 0, world_size) > 0:
+                cases["floor"] = _Floor(_floor_bytes(op, nbytes, rank, world_size))
             group_of = dict(groups, floor=groups["gloo"])
             iters = _iterations(args.iters, nbytes)
             wrong = 0
@@ -251,6 +254,10 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
                     times[name].append(_time_round(case, group_of[name], iters))
             wrong_total = torch.tensor([wrong])
             dist.all_reduce(wrong_total, group=groups["gloo"])
+            if "floor" in times:  # a round of copies lasts until the slowest rank's is done
+                slowest = torch.tensor(times["floor"], dtype=torch.float64)
+                dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=groups["gloo"])
+                times["floor"] = slowest.tolist()
             median = {name: statistics.median(t) for name, t in times.items()}
             algbw = {name: (nbytes / t / 1e9 if t > 0 else 0.0) for name, t in median.items()}
             factor = _bus_factor(op, world_size)
@@ -262,8 +269,8 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
                 "gloo_busbw": algbw["gloo"] * factor,
                 "wrong": int(wrong_total.item()),
                 "speedup": median["gloo"] / median["occl"] if median["occl"] > 0 else 0.0,
-                "floor_us": median["floor"] * 1e6 if op != "barrier" else None,
-                "bound": median["gloo"] / median["floor"] if op != "barrier" else None,
+                "floor_us": median["floor"] * 1e6 if "floor" in median else None,
+                "bound": median["gloo"] / median["floor"] if median.get("floor") else None,
             })
     cpus = [None] * world_size
     dist.all_gather_object(cpus, sorted(os.sched_getaffinity(0)), group=groups["gloo"])
@@ -296,7 +303,7 @@ def _print_table(report: dict) -> None:
 
 
 def _floor_columns(row: dict) -> str:
-    if row["floor_us"] is None:
+    if row["bound"] is None:  # no floor, or one too short to time
         return f"{'-':>10} {'-':>7}"
     return f"{row['floor_us']:>10.1f} {row['bound']:>6.2f}x"
 

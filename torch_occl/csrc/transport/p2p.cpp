@@ -500,7 +500,9 @@ std::exception_ptr P2PEngine::State::copy_lent(int peer, const LentArrival& lent
     return std::current_exception();
   }
   // A sender lets a lent message go only after it set its link's revoked word: read after the
-  // copy, a word still clear means the bytes copied were the message's.
+  // copy, a word still clear means the bytes copied were the message's. (A copy through a
+  // mapping is plain loads: the fence keeps them before the word's.)
+  std::atomic_thread_fence(std::memory_order_acquire);
   uint64_t revoked = 1;
   try {
     peer_memory->read(peer, lent.revoked, &revoked, sizeof(revoked));

@@ -10,8 +10,9 @@
 // from the socket rather than through a buffer.
 //
 // Between ranks that may copy from each other's memory (peer_memory.hpp), a large message is
-// lent rather than sent: the sender passes its address, the receiver copies it out of the
-// sender's memory (straight into the receive, if one is posted within kReceiveGrace; else into a
+// lent rather than sent: the sender passes where it lies, the receiver copies it out of the
+// sender's memory (peer_buffer.hpp: through its mapping when the message lies in a shared
+// segment; straight into the receive, if one is posted within kReceiveGrace; else into a
 // buffer, as for any message nobody waits for), then tells the sender its buffer is free, which
 // completes the send. A sender that gives up on a lent message first sets a word the receiver
 // reads after each copy, so a receiver never keeps bytes of a buffer reused meanwhile.
