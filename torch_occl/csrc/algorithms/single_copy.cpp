@@ -53,8 +53,9 @@ std::vector<int> peers_from(const Mesh& mesh) {
 }
 
 // Reduces segment r (this rank's) of every rank's `inputs` into `output`, in pieces of
-// Tuning::pipeline_chunk_bytes: each piece is copied from the peers into a small staging buffer
-// that stays in cache and folded there, in rank order, so that the bits do not depend on r.
+// Tuning::pipeline_chunk_bytes, folded in rank order so that the bits do not depend on r. A
+// peer's piece is read where this rank maps it (shared_empty tensors), or else first copied
+// into a small staging buffer that stays in cache.
 // `to_peers`: also write each reduced piece, while it is in cache, into the peers' buffers (the
 // same place in theirs as in `inputs`). Only this rank reads or writes segment r of a peer's
 // buffer, and it reads each piece before it writes it, so no peer has to wait for another.
@@ -72,6 +73,11 @@ void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const
     const size_t bytes = std::min(chunk, segments.count(r) - done) * element;
     const size_t offset = segments.begin(r) * element + done * element;
     for (int peer : peers) {
+      if (const char* mapped = inputs[peer].mapped_for_reading(offset, bytes)) {
+        sources[peer] = mapped;
+        transport::count_bytes_through_segments(bytes);
+        continue;
+      }
       char* slot = staging.get() + chunk * element * peer;
       inputs[peer].read(offset, slot, bytes);
       sources[peer] = slot;

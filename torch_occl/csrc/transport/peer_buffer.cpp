@@ -33,6 +33,11 @@ void PeerBuffer::write(uint64_t offset, const void* local, size_t bytes) const {
   count_bytes_through_segments(bytes);
 }
 
+const char* PeerBuffer::mapped_for_reading(uint64_t offset, size_t bytes) const {
+  check_within(offset, bytes);
+  return mapping_ ? mapped(offset) : nullptr;
+}
+
 // The ranks agreed on the sizes (OpSignature, or a message's header), unless told not to check:
 // a memcpy past a mapping would corrupt this process, so a copy past the peer's buffer fails
 // instead (and breaks the group: the peers are no longer in step).

@@ -37,6 +37,9 @@ class PeerBuffer {
   // TransportError: Protocol when the copy runs past the buffer, or as PeerMemory does.
   void read(uint64_t offset, void* local, size_t bytes) const;
   void write(uint64_t offset, const void* local, size_t bytes) const;
+  // The `bytes` at `offset` where this process maps them, to be read in place; nullptr when the
+  // buffer lies in no segment this process maps. Throws as read() does past the buffer.
+  const char* mapped_for_reading(uint64_t offset, size_t bytes) const;
 
  private:
   void check_within(uint64_t offset, size_t bytes) const;
