@@ -301,3 +301,22 @@ def test_send_recv_of_a_shared_tensor_copies_through_the_mapping(late):
         if late:
             assert sender[1], "the send waited for the receive: the message was not buffered"
         assert pool.run(_send_recv, False, late)[1] == (0, True)
+
+
+def _ask_outside_the_group(rank, world_size):
+    import torch_occl
+
+    pair = dist.new_group([0, 1])  # collective: every rank creates it
+    if rank != 2:
+        return None
+    try:
+        torch_occl.shared_empty(4, group=pair)
+    except ValueError as error:
+        return str(error)
+    return "no error"
+
+
+def test_a_rank_outside_the_group_is_refused():
+    with DistPool(3, "occl") as pool:
+        assert pool.run(_ask_outside_the_group) == [
+            None, None, "torch_occl.shared_empty: this rank is not a member of the group"]
