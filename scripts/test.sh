@@ -9,7 +9,7 @@ python -m codegen --check
 if [ $# -gt 0 ]; then
   exec python -m pytest "$@"
 fi
-python -m pytest
+python -m pytest --durations=15
 OCCL_TRANSPORT=tcp python -m pytest -m "not torch_suite" \
   tests/test_collectives.py tests/test_extended_ops.py tests/test_p2p.py \
   tests/test_async_and_timeout.py tests/test_groups.py tests/test_stacks.py tests/test_ddp.py \

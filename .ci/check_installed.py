@@ -1,0 +1,44 @@
+"""Checks an installed torch_occl from outside the checkout: `python check_installed.py WHERE`.
+
+WHERE is the folder torch_occl must be imported from (site-packages for an install, the checkout
+for an editable one). Checks that `import torch` alone registered "occl" (the autoload entry
+point), that the extension has no debug sections, and that a 2-process all_reduce is right.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+assert "occl" in dist.Backend.backend_list, "import torch did not autoload occl"
+assert "torch_occl" in sys.modules, "occl registered, but not by torch_occl's hook"
+import torch_occl  # noqa: E402
+
+where = Path(sys.argv[1]).resolve()
+package = Path(torch_occl.__file__).resolve().parent
+assert package.parent == where, f"torch_occl imported from {package}, expected under {where}"
+sections = subprocess.run(["readelf", "-S", "-W", torch_occl._C.__file__], check=True,
+                          capture_output=True, text=True).stdout
+assert ".debug_" not in sections, f"{torch_occl._C.__file__} carries debug sections"
+
+
+def _all_reduce(rank: int, world_size: int, init_file: str) -> None:
+    dist.init_process_group("occl", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size)
+    tensor = torch.full((1000,), float(rank + 1))
+    dist.all_reduce(tensor)
+    assert torch.all(tensor == 3.0), f"rank {rank}: all_reduce gave {tensor[0].item()}, not 3"
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as folder:
+        mp.spawn(_all_reduce, args=(2, os.path.join(folder, "init")), nprocs=2)
+    size = os.path.getsize(torch_occl._C.__file__) / 2**20
+    print(f"ok: torch_occl from {package}, autoloaded, {size:.1f} MiB without debug sections, "
+          "2-process all_reduce right")

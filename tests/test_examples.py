@@ -1,0 +1,48 @@
+"""The examples in examples/, run as README shows (`torchrun --nproc-per-node 2 ...`), on occl and
+on gloo: the same training must end with the same parameters and losses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dist_harness import occl_only
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = occl_only("compares occl's run of each example with gloo's")
+
+
+def _torchrun(script: str, backend: str, out: Path) -> str:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node", "2", str(REPO / "examples" / script),
+               "--backend", backend, "--out", str(out)]
+    result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.parametrize("script", ["ddp_train.py", "fsdp2_train.py"])
+def test_example_trains_as_on_gloo(script, tmp_path):
+    runs = {}
+    for backend in ("occl", "gloo"):
+        stdout = _torchrun(script, backend, tmp_path / f"{backend}.json")
+        assert f"2 ranks, backend {backend}: final loss" in stdout, stdout
+        runs[backend] = json.loads((tmp_path / f"{backend}.json").read_text())
+    occl, gloo = runs["occl"], runs["gloo"]
+    assert occl["losses"][-1] < 0.8 * occl["losses"][0], "the example did not train"
+    torch.testing.assert_close(torch.tensor(occl["losses"]), torch.tensor(gloo["losses"]),
+                               rtol=1e-5, atol=1e-6)
+    assert occl["params"].keys() == gloo["params"].keys()
+    for name in gloo["params"]:
+        torch.testing.assert_close(torch.tensor(occl["params"][name]),
+                                   torch.tensor(gloo["params"][name]), rtol=1e-5, atol=1e-6,
+                                   msg=lambda m, name=name: f"{script}: parameter {name}: {m}")
