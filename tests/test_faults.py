@@ -20,35 +20,71 @@ pytestmark = occl_only("occl's own error texts")
 
 N = 1024
 
+SMALL, LARGE = 16, 1 << 16  # the direct allreduce and the ring (or single copies)
+
+
+def _premul(factor):
+    return dist._make_nccl_premul_sum(factor)
+
+
+def _reduce_scatter(op, dtype=torch.float32):
+    ws = dist.get_world_size()
+    dist.reduce_scatter_tensor(torch.zeros(N, dtype=dtype), torch.ones(N * ws, dtype=dtype), op=op)
+
+
+CALLS = {
+    "all_reduce": lambda: dist.all_reduce(torch.ones(N)),
+    "all_reduce_f64": lambda: dist.all_reduce(torch.ones(N, dtype=torch.float64)),
+    "all_reduce_short": lambda: dist.all_reduce(torch.ones(1000)),
+    "all_reduce_max": lambda: dist.all_reduce(torch.ones(N), op=dist.ReduceOp.MAX),
+    "all_reduce_small": lambda: dist.all_reduce(torch.ones(SMALL)),
+    "all_reduce_small_max": lambda: dist.all_reduce(torch.ones(SMALL), op=dist.ReduceOp.MAX),
+    "all_reduce_large": lambda: dist.all_reduce(torch.ones(LARGE)),
+    "all_reduce_large_max": lambda: dist.all_reduce(torch.ones(LARGE), op=dist.ReduceOp.MAX),
+    "premul_scalar": lambda: dist.all_reduce(torch.ones(N), op=_premul(0.5)),
+    "premul_tensor": lambda: dist.all_reduce(torch.ones(N), op=_premul(torch.tensor([0.5]))),
+    "reduce_scatter_sum": lambda: _reduce_scatter(dist.ReduceOp.SUM),
+    "reduce_scatter_product": lambda: _reduce_scatter(dist.ReduceOp.PRODUCT),
+    "reduce_min": lambda: dist.reduce(torch.ones(N), dst=0, op=dist.ReduceOp.MIN),
+    "reduce_sum": lambda: dist.reduce(torch.ones(N), dst=0),
+    "coalesced_one": lambda: dist.all_reduce_coalesced([torch.ones(12)]),
+    "coalesced_two": lambda: dist.all_reduce_coalesced([torch.ones(4), torch.ones(8)]),
+    "broadcast": lambda: dist.broadcast(torch.ones(N), src=0),
+    "broadcast_root1": lambda: dist.broadcast(torch.ones(N), src=1),
+    "all_gather": lambda: dist.all_gather([torch.zeros(N) for _ in range(2)], torch.ones(N)),
+    "barrier": lambda: dist.barrier(),
+}
+
 # (what rank 0 calls, what rank 1 calls, how rank 0's call reads, how rank 1's call reads)
 MISMATCHES = {
-    "op": ("all_reduce", "broadcast", "allreduce(float32, 1024 elements)",
+    "op": ("all_reduce", "broadcast", "allreduce(float32, 1024 elements, SUM)",
            "broadcast(float32, 1024 elements, root 0)"),
-    "dtype": ("all_reduce", "all_reduce_f64", "allreduce(float32, 1024 elements)",
-              "allreduce(float64, 1024 elements)"),
-    "size": ("all_reduce", "all_reduce_short", "allreduce(float32, 1024 elements)",
-             "allreduce(float32, 1000 elements)"),
+    "dtype": ("all_reduce", "all_reduce_f64", "allreduce(float32, 1024 elements, SUM)",
+              "allreduce(float64, 1024 elements, SUM)"),
+    "size": ("all_reduce", "all_reduce_short", "allreduce(float32, 1024 elements, SUM)",
+             "allreduce(float32, 1000 elements, SUM)"),
     "root": ("broadcast", "broadcast_root1", "broadcast(float32, 1024 elements, root 0)",
              "broadcast(float32, 1024 elements, root 1)"),
     "collective": ("all_gather", "barrier", "allgather(float32, 1024 elements)", "barrier()"),
+    "reduce_op_small": ("all_reduce_small", "all_reduce_small_max",
+                        "allreduce(float32, 16 elements, SUM)",
+                        "allreduce(float32, 16 elements, MAX)"),
+    "reduce_op_large": ("all_reduce_large", "all_reduce_large_max",
+                        "allreduce(float32, 65536 elements, SUM)",
+                        "allreduce(float32, 65536 elements, MAX)"),
+    "premul_factor_kind": ("premul_scalar", "premul_tensor",
+                           "allreduce(float32, 1024 elements, PREMUL_SUM(scalar factor))",
+                           "allreduce(float32, 1024 elements, PREMUL_SUM(tensor factor))"),
+    "reduce_scatter_op": ("reduce_scatter_sum", "reduce_scatter_product",
+                          "_reduce_scatter_base(float32, 1024 elements, SUM)",
+                          "_reduce_scatter_base(float32, 1024 elements, PRODUCT)"),
+    "reduce_op_with_root": ("reduce_min", "reduce_sum",
+                            "reduce(float32, 1024 elements, root 0, MIN)",
+                            "reduce(float32, 1024 elements, root 0, SUM)"),
+    "tensor_count": ("coalesced_one", "coalesced_two",
+                     "allreduce_coalesced(float32, 12 elements, SUM)",
+                     "allreduce_coalesced(float32, 2 tensors, 12 elements, SUM)"),
 }
-
-
-def _call(what):
-    if what == "all_reduce":
-        dist.all_reduce(torch.ones(N))
-    elif what == "all_reduce_f64":
-        dist.all_reduce(torch.ones(N, dtype=torch.float64))
-    elif what == "all_reduce_short":
-        dist.all_reduce(torch.ones(1000))
-    elif what == "broadcast":
-        dist.broadcast(torch.ones(N), src=0)
-    elif what == "broadcast_root1":
-        dist.broadcast(torch.ones(N), src=1)
-    elif what == "all_gather":
-        dist.all_gather([torch.zeros(N) for _ in range(dist.get_world_size())], torch.ones(N))
-    elif what == "barrier":
-        dist.barrier()
 
 
 def w_mismatch(rank, ws, case):
@@ -57,7 +93,7 @@ def w_mismatch(rank, ws, case):
     dist.all_reduce(torch.ones(4))
     start = time.monotonic()
     try:
-        _call(mine)
+        CALLS[mine]()
         error = None
     except RuntimeError as e:
         error = str(e)
@@ -83,6 +119,70 @@ def test_mismatched_collectives_fail_on_every_rank_naming_both(occl_pool, case):
         assert elapsed < 5, f"rank {rank}: took {elapsed:.1f}s to notice"
         assert after == [1.0] * 8, f"rank {rank}: the group is broken after the mismatch: {after}"
     assert len(sequences) == 1, f"the ranks disagree on the sequence number: {sequences}"
+
+
+ROWS = 100_000  # float32 rows of the all_to_all cases: 400000 bytes a slice
+
+
+def _shape_mismatch(case, rank):
+    if case == "coalesced_sizes":
+        sizes = [4, 8] if rank == 0 else [8, 4]
+        dist.all_reduce_coalesced([torch.ones(n) for n in sizes])
+    elif case == "all_to_all_single":  # rank 1 sends rank 0 twice what rank 0 expects
+        splits = [ROWS, ROWS] if rank == 0 else [2 * ROWS, ROWS]
+        dist.all_to_all_single(torch.empty(2 * ROWS), torch.ones(sum(splits)),
+                               output_split_sizes=[ROWS, ROWS], input_split_sizes=splits)
+    elif case == "all_to_all":  # rank 1's tensor for rank 0 has 8 elements, rank 0 expects 4
+        sends = [torch.ones(4), torch.ones(4)] if rank == 0 else [torch.ones(8), torch.ones(4)]
+        dist.all_to_all([torch.empty(4), torch.empty(4)], sends)
+
+
+def w_shape_mismatch(rank, ws, case):
+    dist.all_reduce(torch.ones(4))
+    start = time.monotonic()
+    try:
+        _shape_mismatch(case, rank)
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    elapsed = time.monotonic() - start
+    t = torch.full((8,), float(rank))
+    dist.all_reduce(t)
+    return error, elapsed, t.tolist()
+
+
+def _pairs(me, them, sends, expects, their_sends, their_expects):
+    return (f"rank {me} sends rank {them} {sends} bytes and expects {expects} from it, "
+            f"rank {them} sends rank {me} {their_sends} bytes and expects {their_expects} from it")
+
+
+SLICE = 4 * ROWS
+SHAPE_MISMATCHES = {  # case -> what rank 0 and rank 1 must say after "at sequence N: "
+    "coalesced_sizes": [
+        "rank 0 and rank 1 both called allreduce_coalesced(float32, 2 tensors, 12 elements, SUM), "
+        "with tensors of other sizes (rank 0's: [4, 8])",
+        "rank 1 and rank 0 both called allreduce_coalesced(float32, 2 tensors, 12 elements, SUM), "
+        "with tensors of other sizes (rank 1's: [8, 4])"],
+    "all_to_all_single": [
+        "alltoall_base(float32): " + _pairs(0, 1, SLICE, SLICE, 2 * SLICE, SLICE),
+        "alltoall_base(float32): " + _pairs(1, 0, 2 * SLICE, SLICE, SLICE, SLICE)],
+    "all_to_all": [
+        "alltoall(float32): " + _pairs(0, 1, 16, 16, 32, 16),
+        "alltoall(float32): " + _pairs(1, 0, 32, 16, 16, 16)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHAPE_MISMATCHES))
+def test_tensor_sizes_and_pairs_that_disagree_fail_on_every_rank(occl_pool, case):
+    """What the coalesced ops' tensors hold and what each pair of an all_to_all exchanges must
+    agree: both sides raise before any data moves (no one-sided success), naming both sides."""
+    for rank, (error, elapsed, after) in enumerate(occl_pool.run(w_shape_mismatch, case)):
+        assert error is not None, f"rank {rank}: the mismatched call returned"
+        expected = SHAPE_MISMATCHES[case][rank]
+        assert re.search(r"mismatched collectives at sequence \d+: " + re.escape(expected),
+                         error), f"rank {rank}: {error}\nexpected: {expected}"
+        assert elapsed < 5, f"rank {rank}: took {elapsed:.1f}s to notice"
+        assert after == [1.0] * 8, f"rank {rank}: the group is broken after the mismatch: {after}"
 
 
 def w_absent_ranks(rank, ws, group_timeout):

@@ -137,37 +137,6 @@ def test_one_rank_without_cross_memory_attach_turns_it_off_for_all(world_size):
     assert [r[2] for r in results] == [[]] * world_size
 
 
-def w_alltoall_splits_disagree(rank, ws):
-    """Rank 1 sends rank 0 twice the rows rank 0 expects, slices far above the single-copy
-    threshold: rank 0 must raise naming both sides; then the group must still work."""
-    rows = 1 << 18  # 1 MiB of float32
-    send_splits = [rows, rows] if rank == 0 else [2 * rows, rows]
-    send = torch.full((sum(send_splits),), float(rank + 1))
-    out = torch.empty(2 * rows)
-    error = None
-    try:
-        dist.all_to_all_single(out, send, output_split_sizes=[rows, rows],
-                               input_split_sizes=send_splits)
-    except Exception as e:  # noqa: BLE001
-        error = str(e)
-    t = torch.full((4,), float(rank + 1))
-    dist.all_reduce(t)
-    return error, t.tolist()
-
-
-def test_alltoall_split_disagreement_names_both_sides():
-    with DistPool(2, "occl") as pool:
-        if not all(pool.run(w_single_copies_possible)):
-            # Through the rings the receiver fails on the frame, and the links fall out of step.
-            pytest.skip("no single copies here (TCP forced, or cross-memory attach forbidden)")
-        (error0, sum0), (error1, sum1) = pool.run(w_alltoall_splits_disagree, timeout=60)
-    assert error0 is not None and (
-        "rank 1 sends 2097152 bytes to rank 0, which expects 1048576 bytes "
-        "(do the ranks agree on the split sizes?)") in error0, error0
-    assert error1 is None, error1
-    assert sum0 == sum1 == [3.0] * 4
-
-
 # ---- point-to-point messages lent instead of sent ------------------------------------------
 # Between ranks that may read each other's memory, a send of at least OCCL_SINGLE_COPY_MIN_BYTES
 # passes only its address; the receiver copies the message out and tells the sender when its

@@ -200,23 +200,41 @@ size_t row_bytes_of(const at::Tensor& t) {
   return bytes_of(t) / static_cast<size_t>(t.size(0));
 }
 
-std::string dtype_label(at::ScalarType type) {
-  auto dtype = kernel_dtype(type);
-  return dtype ? kernels::dtype_name(*dtype) : c10::toString(type);
+std::string dtype_label(const at::Tensor& tensor) {
+  auto dtype = kernel_dtype(tensor.scalar_type());
+  return dtype ? kernels::dtype_name(*dtype) : c10::toString(tensor.scalar_type());
 }
 
-// The first step of every collective: all ranks check that they run the same one (see
-// transport::OpSignature). `count` is what must match on every rank (-1: nothing), `root` -1
-// for ops without one.
-void agree(OpContext& ctx, const std::string& dtype, int64_t count, int64_t root = -1) {
+// The first step of every collective: all ranks check that they run the same one, alike (see
+// transport::Collective). Callers fill in what must agree; the op and sequence come from ctx.
+void agree(OpContext& ctx, transport::Collective collective) {
   if (ctx.size == 1 || !Tuning::get().check_signatures) return;
   std::string op = ctx.label;
-  op = op.substr(op.find('.') + 1);  // "occl.allreduce" -> "allreduce"
-  ctx.mesh.agree({op, dtype, count, root, ctx.sequence}, ctx.deadline);
+  collective.op = op.substr(op.find('.') + 1);  // "occl.allreduce" -> "allreduce"
+  collective.sequence = ctx.sequence;
+  ctx.mesh.agree(collective, ctx.deadline);
 }
 
-void agree(OpContext& ctx, const at::Tensor& tensor, int64_t count, int64_t root = -1) {
-  agree(ctx, dtype_label(tensor.scalar_type()), count, root);
+// PREMUL_SUM's factor may differ from rank to rank (each scales its own input), but whether it
+// comes as a tensor or a number is part of the call.
+std::string reduction_label(const c10d::ReduceOp& op) {
+  std::string name = reduce_op_name(op);
+  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return name;
+  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  if (supplement == nullptr) return name + "(no factor)";
+  return name + (supplement->tensor_factor.defined() ? "(tensor factor)" : "(scalar factor)");
+}
+
+std::vector<int64_t> numels_of(const std::vector<at::Tensor>& tensors) {
+  std::vector<int64_t> numels;
+  for (const auto& t : tensors) numels.push_back(t.numel());
+  return numels;
+}
+
+std::vector<int64_t> bytes_of(const std::vector<algorithms::Slice>& slices) {
+  std::vector<int64_t> bytes;
+  for (const auto& slice : slices) bytes.push_back(static_cast<int64_t>(slice.bytes));
+  return bytes;
 }
 
 int64_t total_numel(const std::vector<at::Tensor>& tensors) {
@@ -271,7 +289,8 @@ const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarTyp
 
 void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::BroadcastOptions& opts) {
-  agree(ctx, tensors[0], tensors[0].numel(), opts.rootRank);
+  agree(ctx, {.dtype = dtype_label(tensors[0]), .count = tensors[0].numel(),
+               .root = opts.rootRank});
   Staged staged(tensors[0]);
   algorithms::broadcast(ctx.mesh, data_of(staged.buffer()), bytes_of(staged.buffer()),
                         static_cast<int>(opts.rootRank), ctx.deadline);
@@ -281,7 +300,8 @@ void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 void allreduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = tensors[0];
-  agree(ctx, tensor, tensor.numel());
+  agree(ctx, {.dtype = dtype_label(tensor), .count = tensor.numel(),
+               .reduction = reduction_label(opts.reduceOp)});
   if (tensor.is_sparse()) return allreduce_sparse_tensor(ctx, tensor);
   if (accumulation_dtype(tensor.scalar_type()) != tensor.scalar_type()) {
     return allreduce_copy(ctx, tensors, opts.reduceOp);
@@ -293,13 +313,15 @@ void allreduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 
 void allreduce_coalesced(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                          const c10d::AllreduceCoalescedOptions& opts) {
-  agree(ctx, tensors[0], total_numel(tensors));
+  agree(ctx, {.dtype = dtype_label(tensors[0]), .count = total_numel(tensors),
+               .reduction = reduction_label(opts.reduceOp), .tensor_numels = numels_of(tensors)});
   allreduce_copy(ctx, tensors, opts.reduceOp);
 }
 
 void reduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
             const c10d::ReduceOptions& opts) {
-  agree(ctx, tensors[0], total_numel(tensors), opts.rootRank);
+  agree(ctx, {.dtype = dtype_label(tensors[0]), .count = total_numel(tensors),
+               .root = opts.rootRank, .reduction = reduction_label(opts.reduceOp)});
   // A private copy on every rank: non-root tensors must come out as they went in.
   at::Tensor flat = accumulation_copy(tensors);
   ReducePlan p = plan(opts.reduceOp, flat.scalar_type());
@@ -315,7 +337,7 @@ void reduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
 void allgather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
                const std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions&) {
   const at::Tensor& input = input_tensors[0];
-  agree(ctx, input, input.numel());
+  agree(ctx, {.dtype = dtype_label(input), .count = input.numel()});
   int64_t block = input.numel();
   at::Tensor blocks = at::empty({block * ctx.size}, input.options());
   block_of(blocks, block, ctx.rank).view(input.sizes()).copy_(input);
@@ -328,7 +350,7 @@ void allgather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& outpu
 
 void allgather_base(OpContext& ctx, const at::Tensor& output_tensor,
                     const at::Tensor& input_tensor, const c10d::AllgatherOptions&) {
-  agree(ctx, input_tensor, input_tensor.numel());
+  agree(ctx, {.dtype = dtype_label(input_tensor), .count = input_tensor.numel()});
   allgather_into(ctx, output_tensor, input_tensor);
 }
 
@@ -368,7 +390,8 @@ void reduce_scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensor
                     const std::vector<std::vector<at::Tensor>>& input_tensors,
                     const c10d::ReduceScatterOptions& opts) {
   const at::Tensor& output = output_tensors[0];
-  agree(ctx, output, output.numel());
+  agree(ctx, {.dtype = dtype_label(output), .count = output.numel(),
+               .reduction = reduction_label(opts.reduceOp)});
   at::Tensor blocks = accumulation_copy(input_tensors[0]);
   at::Tensor reduced = at::empty({output.numel()}, blocks.options());
   reduce_scatter_blocks(ctx, blocks, reduced, opts.reduceOp, true);
@@ -377,12 +400,13 @@ void reduce_scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensor
 
 void reduce_scatter_base(OpContext& ctx, const at::Tensor& output_tensor,
                          const at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
-  agree(ctx, output_tensor, output_tensor.numel());
+  agree(ctx, {.dtype = dtype_label(output_tensor), .count = output_tensor.numel(),
+               .reduction = reduction_label(opts.reduceOp)});
   reduce_scatter_into(ctx, output_tensor, input_tensor, opts.reduceOp);
 }
 
 void barrier(OpContext& ctx, const c10d::BarrierOptions&) {
-  agree(ctx, "", -1);
+  agree(ctx, {});
   algorithms::barrier(ctx.mesh, ctx.deadline);
 }
 
@@ -433,7 +457,8 @@ void allgather_coalesced(OpContext& ctx,
                          const c10d::AllgatherOptions&) {
   // All inputs travel as one block per rank: this rank's inputs, flattened and concatenated.
   int64_t block = total_numel(input_tensors);
-  agree(ctx, input_tensors[0], block);
+  agree(ctx, {.dtype = dtype_label(input_tensors[0]), .count = block,
+               .tensor_numels = numels_of(input_tensors)});
   at::Tensor blocks = at::empty({block * ctx.size}, input_tensors[0].options());
   int64_t offset = block * ctx.rank;
   for (const auto& t : input_tensors) {
@@ -448,8 +473,9 @@ void allgather_coalesced(OpContext& ctx,
 // blocks padded to the largest count, and let coalesce() sum duplicate indices (the same way on
 // every rank, since every rank then holds the same entries in the same order).
 void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
-                      const c10d::AllreduceOptions&) {
-  agree(ctx, tensors[0], tensors[0].numel());
+                      const c10d::AllreduceOptions& opts) {
+  agree(ctx, {.dtype = dtype_label(tensors[0]), .count = tensors[0].numel(),
+               .reduction = reduction_label(opts.reduceOp)});
   allreduce_sparse_tensor(ctx, tensors[0]);
 }
 
@@ -492,14 +518,16 @@ void allreduce_sparse_tensor(OpContext& ctx, const at::Tensor& tensor) {
 void allgather_into_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
                                      const std::vector<at::Tensor>& inputs,
                                      const c10d::AllgatherOptions&) {
-  agree(ctx, inputs[0], total_numel(inputs));
+  agree(ctx, {.dtype = dtype_label(inputs[0]), .count = total_numel(inputs),
+               .tensor_numels = numels_of(inputs)});
   for (size_t i = 0; i < outputs.size(); ++i) allgather_into(ctx, outputs[i], inputs[i]);
 }
 
 void reduce_scatter_tensor_coalesced(OpContext& ctx, const std::vector<at::Tensor>& outputs,
                                      const std::vector<at::Tensor>& inputs,
                                      const c10d::ReduceScatterOptions& opts) {
-  agree(ctx, outputs[0], total_numel(outputs));
+  agree(ctx, {.dtype = dtype_label(outputs[0]), .count = total_numel(outputs),
+               .reduction = reduction_label(opts.reduceOp), .tensor_numels = numels_of(outputs)});
   for (size_t i = 0; i < outputs.size(); ++i) {
     reduce_scatter_into(ctx, outputs[i], inputs[i], opts.reduceOp);
   }
@@ -508,7 +536,8 @@ void reduce_scatter_tensor_coalesced(OpContext& ctx, const std::vector<at::Tenso
 void gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
             const std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
   int root = static_cast<int>(opts.rootRank);
-  agree(ctx, input_tensors[0], input_tensors[0].numel(), root);
+  agree(ctx, {.dtype = dtype_label(input_tensors[0]),
+               .count = input_tensors[0].numel(), .root = root});
   at::Tensor input = input_tensors[0].contiguous();
   if (ctx.rank != root) {
     return algorithms::gather(ctx.mesh, data_of(input), {}, bytes_of(input), root, ctx.deadline);
@@ -528,7 +557,8 @@ void scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
              const std::vector<std::vector<at::Tensor>>& input_tensors,
              const c10d::ScatterOptions& opts) {
   int root = static_cast<int>(opts.rootRank);
-  agree(ctx, output_tensors[0], output_tensors[0].numel(), root);
+  agree(ctx, {.dtype = dtype_label(output_tensors[0]),
+               .count = output_tensors[0].numel(), .root = root});
   Staged output(output_tensors[0]);
   std::vector<at::Tensor> inputs;  // contiguous, alive until the sends are done
   std::vector<const void*> blocks;
@@ -546,39 +576,38 @@ void scatter(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
 void alltoall_base(OpContext& ctx, const at::Tensor& output_tensor,
                    const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
                    const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
-  agree(ctx, input_tensor, -1);  // split sizes may differ from rank to rank
+  // Split sizes may differ from rank to rank; what each pair exchanges must agree.
+  auto sends = slices_of(rows_per_rank(input_split_sizes, input_tensor, ctx.size),
+                         row_bytes_of(input_tensor));
+  auto receives = slices_of(rows_per_rank(output_split_sizes, output_tensor, ctx.size),
+                            row_bytes_of(output_tensor));
+  agree(ctx, {.dtype = dtype_label(input_tensor), .bytes_to = bytes_of(sends),
+               .bytes_from = bytes_of(receives)});
   // An output that shares memory with the input would overwrite slices not yet sent.
   at::Tensor input = output_tensor.is_alias_of(input_tensor) ? input_tensor.clone(at::MemoryFormat::Contiguous)
                                                              : input_tensor.contiguous();
   Staged output(output_tensor);
-  algorithms::alltoall(
-      ctx.mesh, static_cast<const char*>(data_of(input)),
-      slices_of(rows_per_rank(input_split_sizes, input, ctx.size), row_bytes_of(input)),
-      static_cast<char*>(data_of(output.buffer())),
-      slices_of(rows_per_rank(output_split_sizes, output_tensor, ctx.size),
-                row_bytes_of(output_tensor)),
-      ctx.deadline);
+  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(input)), sends,
+                       static_cast<char*>(data_of(output.buffer())), receives, ctx.deadline);
   output.commit();
 }
 
 void alltoall(OpContext& ctx, const std::vector<at::Tensor>& output_tensors,
               const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions&) {
-  agree(ctx, input_tensors[0], -1);  // tensor sizes may differ from rank to rank
-  // Every peer's tensor travels as a slice of one flat buffer each way.
+  // Every peer's tensor travels as a slice of one flat buffer each way. Tensor sizes may differ
+  // from rank to rank; what each pair exchanges must agree.
   auto flat_slices = [](const std::vector<at::Tensor>& tensors) {
-    std::vector<int64_t> numels;
-    for (const auto& t : tensors) numels.push_back(t.numel());
-    return slices_of(numels, tensors[0].element_size());
+    return slices_of(numels_of(tensors), tensors[0].element_size());
   };
+  auto sends = flat_slices(input_tensors), receives = flat_slices(output_tensors);
+  agree(ctx, {.dtype = dtype_label(input_tensors[0]), .bytes_to = bytes_of(sends),
+               .bytes_from = bytes_of(receives)});
   std::vector<at::Tensor> flattened;
   for (const auto& t : input_tensors) flattened.push_back(t.reshape({-1}));
   at::Tensor send = at::cat(flattened);
-  int64_t received = 0;
-  for (const auto& t : output_tensors) received += t.numel();
-  at::Tensor recv = at::empty({received}, output_tensors[0].options());
-  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(send)), flat_slices(input_tensors),
-                       static_cast<char*>(data_of(recv)), flat_slices(output_tensors),
-                       ctx.deadline);
+  at::Tensor recv = at::empty({total_numel(output_tensors)}, output_tensors[0].options());
+  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(send)), sends,
+                       static_cast<char*>(data_of(recv)), receives, ctx.deadline);
   copy_back(recv, output_tensors);
 }
 

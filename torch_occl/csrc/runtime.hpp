@@ -108,7 +108,7 @@ class Runtime {
   std::unique_ptr<transport::Mesh> mesh_;
   std::unique_ptr<transport::P2PEngine> p2p_;
   // Ops submitted so far, each kind counted on its own: they name ops in errors, and collectives
-  // must have the same numbers on every rank (see transport::OpSignature).
+  // must have the same numbers on every rank (see transport::Collective).
   std::atomic<uint64_t> collectives_submitted_{0};
   std::atomic<uint64_t> p2p_submitted_{0};
   std::string broken_;               // first transport failure; later ops fail fast with it

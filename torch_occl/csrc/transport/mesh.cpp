@@ -316,30 +316,27 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
   }
 }
 
-void Mesh::agree(const OpSignature& mine, Deadline deadline) {
-  std::vector<OpSignature> theirs(size_, mine);
-  std::vector<SendOp> sends;
-  std::vector<RecvOp> recvs;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    sends.push_back({peer, &mine, sizeof(mine)});
-    recvs.push_back({peer, &theirs[peer], sizeof(OpSignature)});
-  }
-  exchange(sends, recvs, deadline, Waiting::ForRanksToJoin);
-  for (int peer = 0; peer < size_; ++peer) {
-    if (theirs[peer] == mine) continue;
-    throw MismatchError("mismatched collectives at sequence " + std::to_string(mine.sequence) +
-                        ": rank " + std::to_string(rank_) + " called " + mine.describe() +
-                        ", rank " + std::to_string(peer) + " called " + theirs[peer].describe() +
-                        (theirs[peer].sequence == mine.sequence
-                             ? std::string()
-                             : " as its collective #" + std::to_string(theirs[peer].sequence)));
-  }
-}
-
-// ---- OpSignature ------------------------------------------------------------------------------
+// ---- Agreeing on a collective ----------------------------------------------------------------
 
 namespace {
+
+// A Collective as it travels to one peer: fixed size, every string NUL-terminated, the tensor
+// sizes as a digest, the pair's byte counts as seen from the sender.
+struct OpSignature {
+  char op[32];
+  char dtype[16];
+  char reduction[32];
+  int64_t count;
+  int64_t root;
+  int64_t tensors;
+  uint64_t numels_digest;
+  int64_t bytes_to_receiver;    // what the sender sends the rank this copy goes to (-1: no pairs)
+  int64_t bytes_from_receiver;  // what the sender expects from that rank
+  uint64_t sequence;
+
+  bool operator==(const OpSignature&) const = default;
+};
+static_assert(sizeof(OpSignature) == 136, "the signature is part of the wire protocol");
 
 void copy_terminated(char* dst, size_t capacity, const std::string& text) {
   std::memset(dst, 0, capacity);
@@ -351,28 +348,100 @@ std::string read_terminated(const char* src, size_t capacity) {
   return std::string(src, strnlen(src, capacity));
 }
 
-}  // namespace
-
-OpSignature::OpSignature(const std::string& op_name, const std::string& dtype_name,
-                         int64_t count_, int64_t root_, uint64_t sequence_)
-    : count(count_), root(root_), sequence(sequence_) {
-  copy_terminated(op, sizeof(op), op_name);
-  copy_terminated(dtype, sizeof(dtype), dtype_name);
+uint64_t digest(const std::vector<int64_t>& numbers) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a over the numbers' bytes
+  for (int64_t number : numbers) {
+    for (size_t byte = 0; byte < sizeof(number); ++byte) {
+      hash = (hash ^ ((static_cast<uint64_t>(number) >> (8 * byte)) & 0xff)) * 1099511628211ull;
+    }
+  }
+  return hash;
 }
 
-bool OpSignature::operator==(const OpSignature& other) const {
-  return std::memcmp(op, other.op, sizeof(op)) == 0 &&
-         std::memcmp(dtype, other.dtype, sizeof(dtype)) == 0 && count == other.count &&
-         root == other.root && sequence == other.sequence;
+// What `collective` looks like to `peer`; with peer == -1, the part every rank shares.
+OpSignature signature_for(const Collective& collective, int peer) {
+  OpSignature s{};
+  copy_terminated(s.op, sizeof(s.op), collective.op);
+  copy_terminated(s.dtype, sizeof(s.dtype), collective.dtype);
+  copy_terminated(s.reduction, sizeof(s.reduction), collective.reduction);
+  s.count = collective.count;
+  s.root = collective.root;
+  s.tensors = collective.tensor_numels.empty() ? 1
+                                               : static_cast<int64_t>(collective.tensor_numels.size());
+  s.numels_digest = digest(collective.tensor_numels);
+  bool pairs = peer >= 0 && !collective.bytes_to.empty();
+  s.bytes_to_receiver = pairs ? collective.bytes_to[peer] : -1;
+  s.bytes_from_receiver = pairs ? collective.bytes_from[peer] : -1;
+  s.sequence = collective.sequence;
+  return s;
 }
 
-std::string OpSignature::describe() const {
+std::string describe(const OpSignature& s) {
   std::ostringstream out;
-  out << read_terminated(op, sizeof(op)) << "(" << read_terminated(dtype, sizeof(dtype));
-  if (count >= 0) out << ", " << count << " elements";
-  if (root >= 0) out << ", root " << root;
+  out << read_terminated(s.op, sizeof(s.op)) << "(" << read_terminated(s.dtype, sizeof(s.dtype));
+  if (s.tensors != 1) out << ", " << s.tensors << " tensors";
+  if (s.count >= 0) out << ", " << s.count << " elements";
+  if (s.root >= 0) out << ", root " << s.root;
+  std::string reduction = read_terminated(s.reduction, sizeof(s.reduction));
+  if (!reduction.empty()) out << ", " << reduction;
   out << ")";
   return out.str();
+}
+
+std::string list(const std::vector<int64_t>& numbers) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < numbers.size(); ++i) out << (i ? ", " : "") << numbers[i];
+  out << "]";
+  return out.str();
+}
+
+// Why `theirs` (from `peer`) does not fit `mine`, worded the same on both sides.
+std::string mismatch(int rank, const Collective& collective, const OpSignature& mine, int peer,
+                     const OpSignature& theirs) {
+  std::string me = "rank " + std::to_string(rank), them = "rank " + std::to_string(peer);
+  std::string text = "mismatched collectives at sequence " + std::to_string(mine.sequence) + ": ";
+  if (describe(mine) != describe(theirs) || mine.sequence != theirs.sequence) {
+    text += me + " called " + describe(mine) + ", " + them + " called " + describe(theirs);
+    if (theirs.sequence != mine.sequence) {
+      text += " as its collective #" + std::to_string(theirs.sequence);
+    }
+    return text;
+  }
+  if (mine.numels_digest != theirs.numels_digest) {
+    return text + me + " and " + them + " both called " + describe(mine) +
+           ", with tensors of other sizes (" + me + "'s: " + list(collective.tensor_numels) + ")";
+  }
+  auto pair = [](const std::string& from, const std::string& to, int64_t sends, int64_t expects) {
+    return from + " sends " + to + " " + std::to_string(sends) + " bytes and expects " +
+           std::to_string(expects) + " from it";
+  };
+  return text + describe(mine) + ": " +
+         pair(me, them, collective.bytes_to[peer], collective.bytes_from[peer]) + ", " +
+         pair(them, me, theirs.bytes_to_receiver, theirs.bytes_from_receiver);
+}
+
+}  // namespace
+
+void Mesh::agree(const Collective& mine, Deadline deadline) {
+  std::vector<OpSignature> outgoing(size_), incoming(size_);
+  std::vector<SendOp> sends;
+  std::vector<RecvOp> recvs;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    outgoing[peer] = signature_for(mine, peer);
+    sends.push_back({peer, &outgoing[peer], sizeof(OpSignature)});
+    recvs.push_back({peer, &incoming[peer], sizeof(OpSignature)});
+  }
+  exchange(sends, recvs, deadline, Waiting::ForRanksToJoin);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    // What `peer` must have sent: the same collective, with the pair's byte counts mirrored.
+    OpSignature expected = outgoing[peer];
+    std::swap(expected.bytes_to_receiver, expected.bytes_from_receiver);
+    if (incoming[peer] == expected) continue;
+    throw MismatchError(mismatch(rank_, mine, outgoing[peer], peer, incoming[peer]));
+  }
 }
 
 }  // namespace occl::transport

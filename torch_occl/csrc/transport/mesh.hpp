@@ -38,20 +38,23 @@ struct RecvOp {
   size_t bytes;  // the receiver states the size it expects; anything else is a protocol error
 };
 
-// What one rank's collective is, sent to every other rank before the collective's data, so
-// that ranks calling different collectives (or the same with other dtypes, sizes or roots) at the
-// same point of their sequence all fail with an error naming both sides instead of hanging.
-struct OpSignature {
-  char op[32];      // "allreduce"; NUL-terminated
-  char dtype[16];   // "float32"; NUL-terminated
-  int64_t count;    // elements that must be equal on every rank, -1 when they may differ
-  int64_t root;     // -1 for ops without a root
-  uint64_t sequence;  // the collective's index in its group
-
-  OpSignature(const std::string& op, const std::string& dtype, int64_t count, int64_t root,
-              uint64_t sequence);
-  bool operator==(const OpSignature& other) const;
-  std::string describe() const;  // "allreduce(float32, 1024 elements)"
+// What one rank's collective is: everything its result and the bytes on the wire depend on.
+// Every rank sends it to every other rank before the collective's data, so that ranks calling
+// different collectives, or the same one differently, all fail with an error naming both sides
+// instead of hanging or silently computing different results.
+struct Collective {
+  std::string op;         // "allreduce"
+  std::string dtype;      // "float32"; empty for ops without data
+  int64_t count = -1;     // elements that must be equal on every rank, -1 when they may differ
+  int64_t root = -1;      // -1 for ops without a root
+  std::string reduction;  // "SUM", "PREMUL_SUM(tensor factor)"; empty for ops that do not reduce
+  // Element counts of the op's tensors, in order, for ops over several (the coalesced ones).
+  std::vector<int64_t> tensor_numels;
+  // For ops whose ranks exchange different amounts (all_to_all): bytes this rank sends each rank
+  // and expects from each rank (one entry per rank of the group); empty otherwise.
+  std::vector<int64_t> bytes_to;
+  std::vector<int64_t> bytes_from;
+  uint64_t sequence = 0;  // the collective's index in its group
 };
 
 // Ranks called different collectives at the same point of their sequence. The links stay in
@@ -80,9 +83,10 @@ class Mesh {
     exchange(sends, recvs, deadline, Waiting::ForData);
   }
 
-  // Sends `mine` to every other rank and checks theirs. Throws MismatchError when they differ,
-  // TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
-  void agree(const OpSignature& mine, Deadline deadline);
+  // Sends every other rank its view of `mine` and checks theirs (for the pairs: what each side
+  // sends is what the other expects). Throws MismatchError when they differ, TransportError
+  // (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
+  void agree(const Collective& mine, Deadline deadline);
 
   // Copies straight from and into other ranks' memory, when every rank of the group may (all on
   // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.

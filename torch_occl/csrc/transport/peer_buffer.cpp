@@ -38,7 +38,7 @@ const char* PeerBuffer::mapped_for_reading(uint64_t offset, size_t bytes) const 
   return mapping_ ? mapped(offset) : nullptr;
 }
 
-// The ranks agreed on the sizes (OpSignature, or a message's header), unless told not to check:
+// The ranks agreed on the sizes (Mesh::agree, or a message's header), unless told not to check:
 // a memcpy past a mapping would corrupt this process, so a copy past the peer's buffer fails
 // instead (and breaks the group: the peers are no longer in step).
 void PeerBuffer::check_within(uint64_t offset, size_t bytes) const {
