@@ -8,6 +8,7 @@ whose import loads the extension: whatever goes wrong there becomes one warning,
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 _warned = False
@@ -24,12 +25,13 @@ def autoload() -> None:
         _warned = True
         import torch
 
-        warnings.warn(
+        message = (
             f"torch_occl: the 'occl' backend is not registered, importing torch_occl failed: "
-            f"{type(error).__name__}: {error}. Rebuild torch_occl against the torch installed "
-            f"here ({torch.__version__}): `pip install --no-build-isolation --force-reinstall "
-            f"--no-deps <torch_occl checkout>` (or `bash scripts/build.sh` in the checkout). "
-            f"TORCH_DEVICE_BACKEND_AUTOLOAD=0 skips loading it.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+            f"{type(error).__name__}: {error}. Rebuild or reinstall torch_occl against the torch "
+            f"installed here ({torch.__version__}): `pip install --no-build-isolation "
+            f"--force-reinstall --no-deps <torch_occl checkout>` (or `bash scripts/build.sh` in "
+            f"the checkout). TORCH_DEVICE_BACKEND_AUTOLOAD=0 skips loading it.")
+        try:
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 - warnings turned into errors (-W error) would fail too
+            print(f"RuntimeWarning: {message}", file=sys.stderr)

@@ -15,17 +15,6 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-assert "occl" in dist.Backend.backend_list, "import torch did not autoload occl"
-assert "torch_occl" in sys.modules, "occl registered, but not by torch_occl's hook"
-import torch_occl  # noqa: E402
-
-where = Path(sys.argv[1]).resolve()
-package = Path(torch_occl.__file__).resolve().parent
-assert package.parent == where, f"torch_occl imported from {package}, expected under {where}"
-sections = subprocess.run(["readelf", "-S", "-W", torch_occl._C.__file__], check=True,
-                          capture_output=True, text=True).stdout
-assert ".debug_" not in sections, f"{torch_occl._C.__file__} carries debug sections"
-
 
 def _all_reduce(rank: int, world_size: int, init_file: str) -> None:
     dist.init_process_group("occl", init_method=f"file://{init_file}", rank=rank,
@@ -36,7 +25,23 @@ def _all_reduce(rank: int, world_size: int, init_file: str) -> None:
     dist.destroy_process_group()
 
 
+def check_installation(where: Path) -> Path:
+    """The package folder torch_occl came from, after the checks that need no processes."""
+    assert "occl" in dist.Backend.backend_list, "import torch did not autoload occl"
+    assert "torch_occl" in sys.modules, "occl registered, but not by torch_occl's hook"
+    import torch_occl
+
+    package = Path(torch_occl.__file__).resolve().parent
+    assert package.parent == where, f"torch_occl imported from {package}, expected under {where}"
+    sections = subprocess.run(["readelf", "-S", "-W", torch_occl._C.__file__], check=True,
+                              capture_output=True, text=True).stdout
+    assert ".debug_" not in sections, f"{torch_occl._C.__file__} carries debug sections"
+    return package
+
+
 if __name__ == "__main__":
+    package = check_installation(Path(sys.argv[1]).resolve())
+    import torch_occl
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_all_reduce, args=(2, os.path.join(folder, "init")), nprocs=2)
     size = os.path.getsize(torch_occl._C.__file__) / 2**20

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 checkout=$PWD
 scratch=$1
 check="$checkout/.ci/check_installed.py"
-site_packages() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+site_packages() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])'; }
 
-echo "-- editable: pip install --no-build-isolation -e ."
+echo "-- editable: pip install --no-build-isolation -e . (as scripts/build.sh left it)"
 (cd "$scratch" && python "$check" "$checkout")
 
 echo "-- installed: pip install --no-build-isolation ."

@@ -51,7 +51,8 @@ CALLS = {
     "coalesced_two": lambda: dist.all_reduce_coalesced([torch.ones(4), torch.ones(8)]),
     "broadcast": lambda: dist.broadcast(torch.ones(N), src=0),
     "broadcast_root1": lambda: dist.broadcast(torch.ones(N), src=1),
-    "all_gather": lambda: dist.all_gather([torch.zeros(N) for _ in range(2)], torch.ones(N)),
+    "all_gather": lambda: dist.all_gather(
+        [torch.zeros(N) for _ in range(dist.get_world_size())], torch.ones(N)),
     "barrier": lambda: dist.barrier(),
 }
 
@@ -87,28 +88,12 @@ MISMATCHES = {
 }
 
 
-def w_mismatch(rank, ws, case):
-    mine = MISMATCHES[case][rank]
-    dist.all_reduce(torch.ones(4))  # a few matching collectives first: sequence 0, 1
-    dist.all_reduce(torch.ones(4))
-    start = time.monotonic()
-    try:
-        CALLS[mine]()
-        error = None
-    except RuntimeError as e:
-        error = str(e)
-    elapsed = time.monotonic() - start
-    # The group stays usable: every rank sent and received exactly one signature.
-    t = torch.full((8,), float(rank))
-    dist.all_reduce(t)
-    return error, elapsed, t.tolist()
-
-
 @pytest.mark.parametrize("case", sorted(MISMATCHES))
 def test_mismatched_collectives_fail_on_every_rank_naming_both(occl_pool, case):
     _, _, first, second = MISMATCHES[case]
     sequences = set()
-    for rank, (error, elapsed, after) in enumerate(occl_pool.run(w_mismatch, case)):
+    results = occl_pool.run(w_mismatch_of, MISMATCHES[case][:2])
+    for rank, (error, elapsed, after) in enumerate(results):
         assert error is not None, f"rank {rank}: the mismatched call returned"
         found = re.search(r"mismatched collectives at sequence (\d+): (.*)", error)
         assert found, f"rank {rank}: {error}"
@@ -122,26 +107,79 @@ def test_mismatched_collectives_fail_on_every_rank_naming_both(occl_pool, case):
 
 
 ROWS = 100_000  # float32 rows of the all_to_all cases: 400000 bytes a slice
+SLICE = 4 * ROWS
 
 
-def _shape_mismatch(case, rank):
-    if case == "coalesced_sizes":
-        sizes = [4, 8] if rank == 0 else [8, 4]
-        dist.all_reduce_coalesced([torch.ones(n) for n in sizes])
-    elif case == "all_to_all_single":  # rank 1 sends rank 0 twice what rank 0 expects
-        splits = [ROWS, ROWS] if rank == 0 else [2 * ROWS, ROWS]
-        dist.all_to_all_single(torch.empty(2 * ROWS), torch.ones(sum(splits)),
-                               output_split_sizes=[ROWS, ROWS], input_split_sizes=splits)
-    elif case == "all_to_all":  # rank 1's tensor for rank 0 has 8 elements, rank 0 expects 4
-        sends = [torch.ones(4), torch.ones(4)] if rank == 0 else [torch.ones(8), torch.ones(4)]
-        dist.all_to_all([torch.empty(4), torch.empty(4)], sends)
+def _all_to_all_single(rows_to_rank0):
+    """ROWS to every rank (rows_to_rank0 to rank 0); expects ROWS from every rank."""
+    ws = dist.get_world_size()
+    splits = [rows_to_rank0] + [ROWS] * (ws - 1)
+    dist.all_to_all_single(torch.empty(ws * ROWS), torch.ones(sum(splits)),
+                           output_split_sizes=[ROWS] * ws, input_split_sizes=splits)
 
 
-def w_shape_mismatch(rank, ws, case):
+def _all_to_all(numel_to_rank0):
+    ws = dist.get_world_size()
+    dist.all_to_all([torch.empty(4) for _ in range(ws)],
+                    [torch.ones(numel_to_rank0)] + [torch.ones(4) for _ in range(ws - 1)])
+
+
+def _sparse(*shape):
+    return torch.sparse_coo_tensor(torch.zeros(len(shape), 1, dtype=torch.long), torch.ones(1),
+                                   shape)
+
+
+CALLS.update({
+    "coalesced_4_8": lambda: dist.all_reduce_coalesced([torch.ones(4), torch.ones(8)]),
+    "coalesced_8_4": lambda: dist.all_reduce_coalesced([torch.ones(8), torch.ones(4)]),
+    "all_to_all_single": lambda: _all_to_all_single(ROWS),
+    "all_to_all_single_more_to_0": lambda: _all_to_all_single(2 * ROWS),
+    "all_to_all": lambda: _all_to_all(4),
+    "all_to_all_more_to_0": lambda: _all_to_all(8),
+    "sparse_2x3": lambda: dist.all_reduce(_sparse(2, 3)),
+    "sparse_3x2": lambda: dist.all_reduce(_sparse(3, 2)),
+    "dense_6": lambda: dist.all_reduce(torch.ones(6)),
+})
+
+# case -> (the call of each rank, what each rank must say after "mismatched collectives at
+# sequence N: ")
+SHAPE_MISMATCHES = {
+    "coalesced_sizes": (("coalesced_4_8", "coalesced_8_4"), [
+        "rank 0 and rank 1 both called allreduce_coalesced(float32, 2 tensors, 12 elements, SUM), "
+        "with tensors of other sizes (rank 0's: [4, 8])",
+        "rank 1 and rank 0 both called allreduce_coalesced(float32, 2 tensors, 12 elements, SUM), "
+        "with tensors of other sizes (rank 1's: [8, 4])"]),
+    "sparse_shapes": (("sparse_2x3", "sparse_3x2"), [
+        "rank 0 and rank 1 both called allreduce(float32 sparse, 6 elements, SUM), with tensors "
+        "of other shapes (rank 0's: [2, 3])",
+        "rank 1 and rank 0 both called allreduce(float32 sparse, 6 elements, SUM), with tensors "
+        "of other shapes (rank 1's: [3, 2])"]),
+    "sparse_and_dense": (("sparse_2x3", "dense_6"), [
+        "rank 0 called allreduce(float32 sparse, 6 elements, SUM), "
+        "rank 1 called allreduce(float32, 6 elements, SUM)",
+        "rank 1 called allreduce(float32, 6 elements, SUM), "
+        "rank 0 called allreduce(float32 sparse, 6 elements, SUM)"]),
+    # Rank 1 sends rank 0 twice what rank 0 expects; with 3 ranks, rank 2 (whose own pairs
+    # agree) must raise too: a rank that went on would wait for data that never comes.
+    "all_to_all_single": (("all_to_all_single", "all_to_all_single_more_to_0"),
+                          [f"alltoall_base(float32): rank 1 sends rank 0 {2 * SLICE} bytes, "
+                           f"rank 0 expects {SLICE}"] * 2),
+    "all_to_all_single_3_ranks": (
+        ("all_to_all_single", "all_to_all_single_more_to_0", "all_to_all_single"),
+        [f"alltoall_base(float32): rank 1 sends rank 0 {2 * SLICE} bytes, "
+         f"rank 0 expects {SLICE}"] * 3),
+    "all_to_all_3_ranks": (("all_to_all", "all_to_all_more_to_0", "all_to_all"),
+                           ["alltoall(float32): rank 1 sends rank 0 32 bytes, rank 0 expects 16"]
+                           * 3),
+}
+
+
+def w_mismatch_of(rank, ws, calls):
+    """Rank r calls CALLS[calls[r]] after a matching collective, then checks the group works."""
     dist.all_reduce(torch.ones(4))
     start = time.monotonic()
     try:
-        _shape_mismatch(case, rank)
+        CALLS[calls[rank]]()
         error = None
     except RuntimeError as e:
         error = str(e)
@@ -151,38 +189,20 @@ def w_shape_mismatch(rank, ws, case):
     return error, elapsed, t.tolist()
 
 
-def _pairs(me, them, sends, expects, their_sends, their_expects):
-    return (f"rank {me} sends rank {them} {sends} bytes and expects {expects} from it, "
-            f"rank {them} sends rank {me} {their_sends} bytes and expects {their_expects} from it")
-
-
-SLICE = 4 * ROWS
-SHAPE_MISMATCHES = {  # case -> what rank 0 and rank 1 must say after "at sequence N: "
-    "coalesced_sizes": [
-        "rank 0 and rank 1 both called allreduce_coalesced(float32, 2 tensors, 12 elements, SUM), "
-        "with tensors of other sizes (rank 0's: [4, 8])",
-        "rank 1 and rank 0 both called allreduce_coalesced(float32, 2 tensors, 12 elements, SUM), "
-        "with tensors of other sizes (rank 1's: [8, 4])"],
-    "all_to_all_single": [
-        "alltoall_base(float32): " + _pairs(0, 1, SLICE, SLICE, 2 * SLICE, SLICE),
-        "alltoall_base(float32): " + _pairs(1, 0, 2 * SLICE, SLICE, SLICE, SLICE)],
-    "all_to_all": [
-        "alltoall(float32): " + _pairs(0, 1, 16, 16, 32, 16),
-        "alltoall(float32): " + _pairs(1, 0, 32, 16, 16, 16)],
-}
-
-
 @pytest.mark.parametrize("case", sorted(SHAPE_MISMATCHES))
-def test_tensor_sizes_and_pairs_that_disagree_fail_on_every_rank(occl_pool, case):
-    """What the coalesced ops' tensors hold and what each pair of an all_to_all exchanges must
-    agree: both sides raise before any data moves (no one-sided success), naming both sides."""
-    for rank, (error, elapsed, after) in enumerate(occl_pool.run(w_shape_mismatch, case)):
+def test_tensor_sizes_and_pairs_that_disagree_fail_on_every_rank(dist_pool, case):
+    """What the coalesced ops' tensors hold, a sparse tensor's shape and what each pair of an
+    all_to_all exchanges must agree: every rank raises before any data moves (no one-sided
+    success), naming both sides; then the group still works."""
+    calls, messages = SHAPE_MISMATCHES[case]
+    ws = len(calls)
+    results = dist_pool(ws).run(w_mismatch_of, calls)
+    for rank, (error, elapsed, after) in enumerate(results):
         assert error is not None, f"rank {rank}: the mismatched call returned"
-        expected = SHAPE_MISMATCHES[case][rank]
-        assert re.search(r"mismatched collectives at sequence \d+: " + re.escape(expected),
-                         error), f"rank {rank}: {error}\nexpected: {expected}"
+        assert re.search(r"mismatched collectives at sequence \d+: " + re.escape(messages[rank]),
+                         error), f"rank {rank}: {error}\nexpected: {messages[rank]}"
         assert elapsed < 5, f"rank {rank}: took {elapsed:.1f}s to notice"
-        assert after == [1.0] * 8, f"rank {rank}: the group is broken after the mismatch: {after}"
+        assert after == [ws * (ws - 1) / 2] * 8, f"rank {rank}: the group is broken: {after}"
 
 
 def w_absent_ranks(rank, ws, group_timeout):

@@ -46,6 +46,17 @@ def _install_metadata(site: Path) -> None:
         for group, points in _entry_points().items()))
 
 
+def _install_broken_copy(site: Path) -> None:
+    """torch_occl installed in `site` with an extension that cannot load."""
+    _install_metadata(site)
+    package = site / "torch_occl"
+    package.mkdir()
+    for source in (REPO / "torch_occl").glob("*.py"):
+        shutil.copy(source, package)
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (package / f"_C{suffix}").write_bytes(b"not a shared object")
+
+
 def _run(site: Path, code: str, **env_changes: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
     env.update(env_changes)
@@ -81,13 +92,7 @@ def test_autoload_off_leaves_occl_unregistered(tmp_path):
 def test_a_broken_extension_warns_once_and_import_torch_works(tmp_path):
     """As if the extension were built against another torch: the hook must not fail the import
     of torch, and says once what went wrong and how to fix it."""
-    _install_metadata(tmp_path)
-    package = tmp_path / "torch_occl"
-    package.mkdir()
-    for source in (REPO / "torch_occl").glob("*.py"):
-        shutil.copy(source, package)
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    (package / f"_C{suffix}").write_bytes(b"not a shared object")
+    _install_broken_copy(tmp_path)
     result = _run(tmp_path, PROBE + "; import _torch_occl_autoload as hook; hook.autoload(); "
                   "print(torch.ones(2).add(1).tolist())")
     assert result.returncode == 0, result.stderr
@@ -97,6 +102,14 @@ def test_a_broken_extension_warns_once_and_import_torch_works(tmp_path):
     assert "ImportError" in warning and "_C" in warning, warning  # the cause
     assert "pip install --no-build-isolation --force-reinstall" in warning, warning  # the fix
     assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in warning, warning
+
+
+def test_a_broken_extension_does_not_break_import_torch_when_warnings_are_errors(tmp_path):
+    _install_broken_copy(tmp_path)
+    result = _run(tmp_path, PROBE, PYTHONWARNINGS="error::RuntimeWarning")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"], result.stdout
+    assert result.stderr.count(WARNING_START) == 1, result.stderr
 
 
 def _setup_module():

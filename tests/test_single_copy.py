@@ -137,6 +137,33 @@ def test_one_rank_without_cross_memory_attach_turns_it_off_for_all(world_size):
     assert [r[2] for r in results] == [[]] * world_size
 
 
+def w_alltoall_splits_disagree(rank, ws):
+    """Rank 1 sends rank 0 twice the rows rank 0 expects, slices far above the single-copy
+    threshold."""
+    rows = 1 << 18  # 1 MiB of float32
+    send_splits = [rows, rows] if rank == 0 else [2 * rows, rows]
+    out = torch.empty(2 * rows)
+    try:
+        dist.all_to_all_single(out, torch.ones(sum(send_splits)), output_split_sizes=[rows, rows],
+                               input_split_sizes=send_splits)
+    except Exception as e:  # noqa: BLE001
+        return str(e)
+    return None
+
+
+def test_single_copy_guards_a_receiver_without_the_signature_check():
+    """With OCCL_CHECK_SIGNATURES=0 no rank learns the others' split sizes before the data: the
+    single copy itself must refuse to write past the receiver's slice (the sender, which copied
+    nothing wrong, cannot know)."""
+    with DistPool(2, "occl", env={"OCCL_CHECK_SIGNATURES": "0"}) as pool:
+        if not all(pool.run(w_single_copies_possible)):
+            pytest.skip("no single copies here (TCP forced, or cross-memory attach forbidden)")
+        error0, _ = pool.run(w_alltoall_splits_disagree, timeout=60)
+    assert error0 is not None and (
+        "rank 1 sends 2097152 bytes to rank 0, which expects 1048576 bytes "
+        "(do the ranks agree on the split sizes?)") in error0, error0
+
+
 # ---- point-to-point messages lent instead of sent ------------------------------------------
 # Between ranks that may read each other's memory, a send of at least OCCL_SINGLE_COPY_MIN_BYTES
 # passes only its address; the receiver copies the message out and tells the sender when its

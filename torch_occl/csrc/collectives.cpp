@@ -200,9 +200,16 @@ size_t row_bytes_of(const at::Tensor& t) {
   return bytes_of(t) / static_cast<size_t>(t.size(0));
 }
 
+// "float32"; "float32 sparse" for a sparse tensor, which travels unlike a dense one.
 std::string dtype_label(const at::Tensor& tensor) {
   auto dtype = kernel_dtype(tensor.scalar_type());
-  return dtype ? kernels::dtype_name(*dtype) : c10::toString(tensor.scalar_type());
+  std::string name = dtype ? kernels::dtype_name(*dtype) : c10::toString(tensor.scalar_type());
+  return tensor.is_sparse() ? name + " sparse" : name;
+}
+
+// A sparse tensor's entries land by their indices, so its shape must agree, not just its size.
+std::vector<int64_t> sparse_shape(const at::Tensor& tensor) {
+  return tensor.is_sparse() ? tensor.sizes().vec() : std::vector<int64_t>{};
 }
 
 // The first step of every collective: all ranks check that they run the same one, alike (see
@@ -301,7 +308,7 @@ void allreduce(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = tensors[0];
   agree(ctx, {.dtype = dtype_label(tensor), .count = tensor.numel(),
-               .reduction = reduction_label(opts.reduceOp)});
+               .reduction = reduction_label(opts.reduceOp), .shape = sparse_shape(tensor)});
   if (tensor.is_sparse()) return allreduce_sparse_tensor(ctx, tensor);
   if (accumulation_dtype(tensor.scalar_type()) != tensor.scalar_type()) {
     return allreduce_copy(ctx, tensors, opts.reduceOp);
@@ -475,7 +482,7 @@ void allgather_coalesced(OpContext& ctx,
 void allreduce_sparse(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                       const c10d::AllreduceOptions& opts) {
   agree(ctx, {.dtype = dtype_label(tensors[0]), .count = tensors[0].numel(),
-               .reduction = reduction_label(opts.reduceOp)});
+               .reduction = reduction_label(opts.reduceOp), .shape = sparse_shape(tensors[0])});
   allreduce_sparse_tensor(ctx, tensors[0]);
 }
 

@@ -320,8 +320,8 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
 
 namespace {
 
-// A Collective as it travels to one peer: fixed size, every string NUL-terminated, the tensor
-// sizes as a digest, the pair's byte counts as seen from the sender.
+// A Collective as it travels: fixed size, every string NUL-terminated, the tensor sizes as a
+// digest. The pairs' byte counts follow in a second round, when the ranks agree that they come.
 struct OpSignature {
   char op[32];
   char dtype[16];
@@ -329,14 +329,13 @@ struct OpSignature {
   int64_t count;
   int64_t root;
   int64_t tensors;
-  uint64_t numels_digest;
-  int64_t bytes_to_receiver;    // what the sender sends the rank this copy goes to (-1: no pairs)
-  int64_t bytes_from_receiver;  // what the sender expects from that rank
+  uint64_t sizes_digest;  // of the tensors' element counts and the shape
+  int64_t has_pairs;      // 1 when per-pair byte counts follow
   uint64_t sequence;
 
   bool operator==(const OpSignature&) const = default;
 };
-static_assert(sizeof(OpSignature) == 136, "the signature is part of the wire protocol");
+static_assert(sizeof(OpSignature) == 128, "the signature is part of the wire protocol");
 
 void copy_terminated(char* dst, size_t capacity, const std::string& text) {
   std::memset(dst, 0, capacity);
@@ -348,30 +347,31 @@ std::string read_terminated(const char* src, size_t capacity) {
   return std::string(src, strnlen(src, capacity));
 }
 
-uint64_t digest(const std::vector<int64_t>& numbers) {
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a over the numbers' bytes
-  for (int64_t number : numbers) {
-    for (size_t byte = 0; byte < sizeof(number); ++byte) {
-      hash = (hash ^ ((static_cast<uint64_t>(number) >> (8 * byte)) & 0xff)) * 1099511628211ull;
+uint64_t digest(const std::vector<int64_t>& first, const std::vector<int64_t>& second) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a over the numbers' bytes, a separator between
+  for (const auto* numbers : {&first, &second}) {
+    for (int64_t number : *numbers) {
+      for (size_t byte = 0; byte < sizeof(number); ++byte) {
+        hash = (hash ^ ((static_cast<uint64_t>(number) >> (8 * byte)) & 0xff)) * 1099511628211ull;
+      }
     }
+    hash = (hash ^ 0xff) * 1099511628211ull;
   }
   return hash;
 }
 
-// What `collective` looks like to `peer`; with peer == -1, the part every rank shares.
-OpSignature signature_for(const Collective& collective, int peer) {
+OpSignature signature_of(const Collective& collective) {
   OpSignature s{};
   copy_terminated(s.op, sizeof(s.op), collective.op);
   copy_terminated(s.dtype, sizeof(s.dtype), collective.dtype);
   copy_terminated(s.reduction, sizeof(s.reduction), collective.reduction);
   s.count = collective.count;
   s.root = collective.root;
-  s.tensors = collective.tensor_numels.empty() ? 1
-                                               : static_cast<int64_t>(collective.tensor_numels.size());
-  s.numels_digest = digest(collective.tensor_numels);
-  bool pairs = peer >= 0 && !collective.bytes_to.empty();
-  s.bytes_to_receiver = pairs ? collective.bytes_to[peer] : -1;
-  s.bytes_from_receiver = pairs ? collective.bytes_from[peer] : -1;
+  s.tensors = collective.tensor_numels.empty()
+                  ? 1
+                  : static_cast<int64_t>(collective.tensor_numels.size());
+  s.sizes_digest = digest(collective.tensor_numels, collective.shape);
+  s.has_pairs = collective.bytes_to.empty() ? 0 : 1;
   s.sequence = collective.sequence;
   return s;
 }
@@ -396,51 +396,71 @@ std::string list(const std::vector<int64_t>& numbers) {
   return out.str();
 }
 
-// Why `theirs` (from `peer`) does not fit `mine`, worded the same on both sides.
+std::string mismatch_prefix(const OpSignature& mine) {
+  return "mismatched collectives at sequence " + std::to_string(mine.sequence) + ": ";
+}
+
+// Why `theirs` (from `peer`) differs from `mine`, naming both sides.
 std::string mismatch(int rank, const Collective& collective, const OpSignature& mine, int peer,
                      const OpSignature& theirs) {
   std::string me = "rank " + std::to_string(rank), them = "rank " + std::to_string(peer);
-  std::string text = "mismatched collectives at sequence " + std::to_string(mine.sequence) + ": ";
-  if (describe(mine) != describe(theirs) || mine.sequence != theirs.sequence) {
-    text += me + " called " + describe(mine) + ", " + them + " called " + describe(theirs);
-    if (theirs.sequence != mine.sequence) {
-      text += " as its collective #" + std::to_string(theirs.sequence);
-    }
-    return text;
+  if (describe(mine) == describe(theirs) && mine.sequence == theirs.sequence) {
+    const bool sparse = !collective.shape.empty();
+    return mismatch_prefix(mine) + me + " and " + them + " both called " + describe(mine) +
+           ", with tensors of other " + (sparse ? "shapes" : "sizes") + " (" + me + "'s: " +
+           list(sparse ? collective.shape : collective.tensor_numels) + ")";
   }
-  if (mine.numels_digest != theirs.numels_digest) {
-    return text + me + " and " + them + " both called " + describe(mine) +
-           ", with tensors of other sizes (" + me + "'s: " + list(collective.tensor_numels) + ")";
+  std::string text = mismatch_prefix(mine) + me + " called " + describe(mine) + ", " + them +
+                     " called " + describe(theirs);
+  if (theirs.sequence != mine.sequence) {
+    text += " as its collective #" + std::to_string(theirs.sequence);
   }
-  auto pair = [](const std::string& from, const std::string& to, int64_t sends, int64_t expects) {
-    return from + " sends " + to + " " + std::to_string(sends) + " bytes and expects " +
-           std::to_string(expects) + " from it";
-  };
-  return text + describe(mine) + ": " +
-         pair(me, them, collective.bytes_to[peer], collective.bytes_from[peer]) + ", " +
-         pair(them, me, theirs.bytes_to_receiver, theirs.bytes_from_receiver);
+  return text;
 }
 
 }  // namespace
 
 void Mesh::agree(const Collective& mine, Deadline deadline) {
-  std::vector<OpSignature> outgoing(size_), incoming(size_);
+  const OpSignature signature = signature_of(mine);
+  std::vector<OpSignature> theirs(size_, signature);
   std::vector<SendOp> sends;
   std::vector<RecvOp> recvs;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    outgoing[peer] = signature_for(mine, peer);
-    sends.push_back({peer, &outgoing[peer], sizeof(OpSignature)});
-    recvs.push_back({peer, &incoming[peer], sizeof(OpSignature)});
+    sends.push_back({peer, &signature, sizeof(OpSignature)});
+    recvs.push_back({peer, &theirs[peer], sizeof(OpSignature)});
   }
   exchange(sends, recvs, deadline, Waiting::ForRanksToJoin);
   for (int peer = 0; peer < size_; ++peer) {
+    if (theirs[peer] == signature) continue;
+    throw MismatchError(mismatch(rank_, mine, signature, peer, theirs[peer]));
+  }
+  if (!signature.has_pairs) return;
+
+  // Every rank learns every rank's byte counts (row r: what rank r sends each rank, then what
+  // it expects from each), so all of them find the same first pair that disagrees, if any.
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<int64_t> rows(2 * n * n);
+  std::copy(mine.bytes_to.begin(), mine.bytes_to.end(), rows.begin() + 2 * n * rank_);
+  std::copy(mine.bytes_from.begin(), mine.bytes_from.end(), rows.begin() + 2 * n * rank_ + n);
+  sends.clear();
+  recvs.clear();
+  for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    // What `peer` must have sent: the same collective, with the pair's byte counts mirrored.
-    OpSignature expected = outgoing[peer];
-    std::swap(expected.bytes_to_receiver, expected.bytes_from_receiver);
-    if (incoming[peer] == expected) continue;
-    throw MismatchError(mismatch(rank_, mine, outgoing[peer], peer, incoming[peer]));
+    sends.push_back({peer, &rows[2 * n * rank_], 2 * n * sizeof(int64_t)});
+    recvs.push_back({peer, &rows[2 * n * peer], 2 * n * sizeof(int64_t)});
+  }
+  exchange(sends, recvs, deadline, Waiting::ForData);
+  for (size_t sender = 0; sender < n; ++sender) {
+    for (size_t receiver = 0; receiver < n; ++receiver) {
+      int64_t sent = rows[2 * n * sender + receiver];
+      int64_t expected = rows[2 * n * receiver + n + sender];
+      if (sent == expected) continue;
+      throw MismatchError(mismatch_prefix(signature) + describe(signature) + ": rank " +
+                          std::to_string(sender) + " sends rank " + std::to_string(receiver) +
+                          " " + std::to_string(sent) + " bytes, rank " +
+                          std::to_string(receiver) + " expects " + std::to_string(expected));
+    }
   }
 }
 

@@ -50,8 +50,11 @@ struct Collective {
   std::string reduction;  // "SUM", "PREMUL_SUM(tensor factor)"; empty for ops that do not reduce
   // Element counts of the op's tensors, in order, for ops over several (the coalesced ones).
   std::vector<int64_t> tensor_numels;
+  // The shape, where the result depends on it beyond the count (sparse tensors).
+  std::vector<int64_t> shape;
   // For ops whose ranks exchange different amounts (all_to_all): bytes this rank sends each rank
-  // and expects from each rank (one entry per rank of the group); empty otherwise.
+  // and expects from each rank (one entry per rank of the group); empty otherwise. Every rank
+  // checks every pair, so all raise when any two disagree.
   std::vector<int64_t> bytes_to;
   std::vector<int64_t> bytes_from;
   uint64_t sequence = 0;  // the collective's index in its group
@@ -83,9 +86,9 @@ class Mesh {
     exchange(sends, recvs, deadline, Waiting::ForData);
   }
 
-  // Sends every other rank its view of `mine` and checks theirs (for the pairs: what each side
-  // sends is what the other expects). Throws MismatchError when they differ, TransportError
-  // (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
+  // Sends `mine` to every other rank and checks theirs; for ops with pairs, then every rank's
+  // byte counts, so that each rank checks what every pair exchanges. Throws MismatchError when
+  // they differ, TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
   void agree(const Collective& mine, Deadline deadline);
 
   // Copies straight from and into other ranks' memory, when every rank of the group may (all on
