@@ -13,4 +13,5 @@ python -m pytest --durations=15
 OCCL_TRANSPORT=tcp python -m pytest -m "not torch_suite" \
   tests/test_collectives.py tests/test_extended_ops.py tests/test_p2p.py \
   tests/test_async_and_timeout.py tests/test_groups.py tests/test_stacks.py tests/test_ddp.py \
-  tests/test_sparse.py tests/test_average.py tests/test_faults.py tests/test_soak.py
+  tests/test_sparse.py tests/test_average.py tests/test_faults.py tests/test_stopped_ranks.py \
+  tests/test_soak.py

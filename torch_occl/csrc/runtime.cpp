@@ -32,6 +32,12 @@ void finish_op(const DoneFn& done, std::exception_ptr error, int source_rank) {
   }
 }
 
+// How long a rank that gave up on a collective waits for the kernel to take its reports to the
+// other ranks, and, after a timeout, for the reports of the ranks it waited for: a rank that was
+// itself waiting for another one says so, and the error names the rank everyone waits for.
+constexpr auto kReportFlush = std::chrono::milliseconds(200);
+constexpr auto kPeerReportGrace = std::chrono::milliseconds(200);
+
 // "occl.allreduce #3 in group 0 (rank 1 of 2): ", which starts every error of an op.
 std::string op_prefix(const char* label, uint64_t sequence, const std::string& group) {
   return std::string(label) + " #" + std::to_string(sequence) + " in " + group + ": ";
@@ -54,7 +60,7 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
     auto shm = transport::connect_shared_memory(
         store, rank, size,
         {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes, config_.timeout});
-    mesh_ = std::make_unique<transport::Mesh>(rank, size, std::move(sockets), std::move(shm));
+    mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(sockets), std::move(shm));
     // Large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
     std::optional<transport::PeerMemory> peer_memory;
     if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
@@ -62,7 +68,10 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
         rank, size,
         transport::connect_group(store, rank, size,
                                  {config_.bind_address, config_.timeout, "p2p", send_buffer}),
-        std::move(peer_memory), Tuning::get().single_copy_min_bytes);
+        std::move(peer_memory), Tuning::get().single_copy_min_bytes,
+        [mesh = std::weak_ptr<transport::Mesh>(mesh_)](int peer, const std::string& report) {
+          if (auto alive = mesh.lock()) alive->peer_gave_up(peer, report);
+        });
   } catch (const transport::TransportError& e) {
     C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + describe_group() + ": " + e.what());
   }
@@ -162,9 +171,9 @@ void Runtime::execute(const char* label, uint64_t sequence, std::chrono::millise
                 nullptr};
   try {
     run(ctx);
-  } catch (const transport::TransportError&) {
+  } catch (const transport::TransportError& e) {
     // A failed exchange leaves the links mid-message: nothing after it can be trusted.
-    broken_ = describe_op(label, sequence) + failure_text(std::current_exception(), timeout);
+    broken_ = give_up(describe_op(label, sequence) + failure_text(std::current_exception(), timeout), e);
     finish_op(done, backend_error(broken_), -1);
     return;
   } catch (...) {
@@ -176,6 +185,20 @@ void Runtime::execute(const char* label, uint64_t sequence, std::chrono::millise
     return;
   }
   finish_op(done, nullptr, -1);
+}
+
+// Tells the other ranks that this one gave up, unless it did so because of one of them (or of
+// abort()): each knows already. After a timeout, adds what the awaited ranks reported.
+std::string Runtime::give_up(const std::string& failure, const transport::TransportError& error) {
+  if (error.kind() == transport::TransportError::Kind::Aborted) return failure;
+  p2p_->announce_failure(failure, transport::Clock::now() + kReportFlush);
+  if (error.kind() != transport::TransportError::Kind::Timeout) return failure;
+  std::string text = failure;
+  for (const auto& [peer, report] :
+       mesh_->reports_from(error.awaited(), transport::Clock::now() + kPeerReportGrace)) {
+    text += "; rank " + std::to_string(peer) + " was waiting too: " + report;
+  }
+  return text;
 }
 
 void Runtime::post(const char* label, uint64_t sequence, std::chrono::milliseconds timeout,

@@ -98,6 +98,7 @@ class Runtime {
   std::string describe_group() const;
   std::string make_group_description() const;  // once, from the fields above it
   std::string describe_op(const char* label, uint64_t sequence) const;
+  std::string give_up(const std::string& failure, const transport::TransportError& error);
 
   int rank_;
   int size_;
@@ -105,7 +106,8 @@ class Runtime {
   // "group G (rank r of n; ...)", shared with cancelled ops, which may outlive the runtime.
   std::shared_ptr<const std::string> group_description_;
   std::mutex mesh_mutex_;  // abort() may come from any thread while shutdown() releases mesh_
-  std::unique_ptr<transport::Mesh> mesh_;
+  // Shared with the p2p engine's thread, which hands it the other ranks' failure reports.
+  std::shared_ptr<transport::Mesh> mesh_;
   std::unique_ptr<transport::P2PEngine> p2p_;
   // Ops submitted so far, each kind counted on its own: they name ops in errors, and collectives
   // must have the same numbers on every rank (see transport::Collective).

@@ -165,11 +165,44 @@ Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLin
 
 Mesh::~Mesh() { ::close(abort_fd_); }
 
-void Mesh::abort() {
+void Mesh::abort(const std::string& cause) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (abort_cause_.empty()) abort_cause_ = cause;
+  }
   aborted_ = true;
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(abort_fd_, &one, sizeof(one));
   if (shm_) shm_->own_doorbell().ring();
+}
+
+void Mesh::peer_gave_up(int peer, const std::string& report) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    peer_reports_.emplace(peer, report);
+  }
+  report_arrived_.notify_all();
+  abort("rank " + std::to_string(peer) + " gave up: " + report);
+}
+
+std::map<int, std::string> Mesh::reports_from(const std::vector<int>& peers, Deadline until) {
+  std::unique_lock<std::mutex> lock(failure_mutex_);
+  auto all_in = [&] {
+    return std::all_of(peers.begin(), peers.end(),
+                       [&](int peer) { return peer_reports_.count(peer) > 0; });
+  };
+  report_arrived_.wait_until(lock, until, all_in);
+  std::map<int, std::string> reports;
+  for (int peer : peers) {
+    auto it = peer_reports_.find(peer);
+    if (it != peer_reports_.end()) reports.insert(*it);
+  }
+  return reports;
+}
+
+std::string Mesh::abort_cause() {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  return abort_cause_;
 }
 
 Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs) {
@@ -241,6 +274,19 @@ std::string Mesh::describe_pending(const std::vector<Transfer>& sends,
   return out.str();
 }
 
+std::vector<int> Mesh::pending_peers(const std::vector<Transfer>& sends,
+                                     const std::vector<Transfer>& recvs) {
+  std::vector<int> peers;
+  for (const auto* list : {&sends, &recvs}) {
+    for (const auto& t : *list) {
+      if (!t.finished() && std::find(peers.begin(), peers.end(), t.peer) == peers.end()) {
+        peers.push_back(t.peer);
+      }
+    }
+  }
+  return peers;
+}
+
 void Mesh::check_alive(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs) {
   std::vector<pollfd> fds;
   std::vector<int> peers;
@@ -282,7 +328,7 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
   Clock::time_point idle_since{};  // when passes stopped moving bytes
   int idle_passes = 0;
   for (;;) {
-    if (aborted_) throw TransportError(TransportError::Kind::Aborted, "the communicator was aborted");
+    if (aborted_) throw TransportError(TransportError::Kind::Aborted, abort_cause());
     // Read before the pass: a doorbell rung after this read makes the sleep below return at once.
     const uint32_t seen = shm_ ? shm_->own_doorbell().value() : 0;
     Pass pass = progress(sends, recvs);
@@ -293,7 +339,8 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
     }
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
-      throw TransportError(TransportError::Kind::Timeout, describe_pending(sends, recvs, waiting));
+      throw TransportError(TransportError::Kind::Timeout, describe_pending(sends, recvs, waiting),
+                           pending_peers(sends, recvs));
     }
     if (idle_since == Clock::time_point{}) idle_since = now;
     if (now - idle_since < spin_) {

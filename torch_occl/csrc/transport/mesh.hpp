@@ -7,6 +7,11 @@
 // message carries a header (magic, per-link sequence number, size) that the receiver checks
 // before it trusts the payload, so a desynchronised peer is an error, never silent corruption.
 //
+// When a rank gives up on a collective (a timeout, a closed peer, a bad frame), its runtime tells
+// the other ranks (P2PEngine::announce_failure), whose engines hand the report to
+// `peer_gave_up`: their current or next collective fails at once, naming that rank and its cause,
+// instead of waiting out its own timeout for a rank that left.
+//
 // Waiting: with transfers pending and nothing moving, a rank spins briefly, then sleeps in poll()
 // (TCP) or on its doorbell (shared memory only). While asleep on the doorbell it checks, a few
 // times a second, that its shared-memory peers' sockets are still open: a killed peer is noticed
@@ -18,8 +23,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -95,8 +103,15 @@ class Mesh {
   // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.
   const PeerMemory* peer_memory() const { return shm_ ? shm_->peer_memory() : nullptr; }
 
-  // Makes any current and future exchange throw TransportError::Kind::Aborted. Thread-safe.
-  void abort();
+  // Makes any current and future exchange throw TransportError::Kind::Aborted with `cause` (the
+  // first cause given wins). Thread-safe.
+  void abort(const std::string& cause = "the communicator was aborted");
+
+  // `peer` gave up on one of the group's collectives, for the reason `report`: aborts the mesh
+  // with "rank P gave up: <report>". Thread-safe.
+  void peer_gave_up(int peer, const std::string& report);
+  // The reports that `peers` sent, waiting until `until` for those not in yet. Thread-safe.
+  std::map<int, std::string> reports_from(const std::vector<int>& peers, Deadline until);
 
  private:
   struct Link {
@@ -117,6 +132,9 @@ class Mesh {
   void sleep_on_doorbell(uint32_t seen, const std::vector<Transfer>& sends,
                          const std::vector<Transfer>& recvs, Deadline deadline);
   void check_alive(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs);
+  static std::vector<int> pending_peers(const std::vector<Transfer>& sends,
+                                        const std::vector<Transfer>& recvs);
+  std::string abort_cause();
   static std::string describe_pending(const std::vector<Transfer>& sends,
                                       const std::vector<Transfer>& recvs, Waiting waiting);
 
@@ -127,6 +145,10 @@ class Mesh {
   std::chrono::microseconds spin_;  // how long a waiting rank spins before it sleeps
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up
+  std::mutex failure_mutex_;
+  std::condition_variable report_arrived_;
+  std::string abort_cause_;                    // guarded by failure_mutex_
+  std::map<int, std::string> peer_reports_;    // guarded by failure_mutex_
 };
 
 }  // namespace occl::transport

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <list>
@@ -36,7 +37,10 @@ enum FrameKind : uint32_t {
   kMessage = 0,  // tag, bytes, then the message's bytes
   kLent = 1,     // tag, bytes, then a LentMessage: the bytes stay in the sender's memory
   kCopied = 2,   // tag: a LentMessage's id; the receiver is done with it, the send completes
+  kGaveUp = 3,   // bytes, then the text of the sender's report that it gave up on a collective
 };
+// A longer report is a bad frame: it is an error message, not data.
+constexpr uint64_t kMaxReportBytes = 64 * 1024;
 
 struct P2PHeader {
   uint32_t magic;
@@ -58,13 +62,14 @@ struct SendRequest {
   Deadline deadline;
   P2PEngine::Completion callback;  // empty for a kCopied reply
   LentMessage lent{};              // the payload of a kLent frame
+  std::shared_ptr<const std::string> report;  // the payload of a kGaveUp frame, kept alive
 
   const char* payload() const {
     return header.kind == kLent ? reinterpret_cast<const char*>(&lent) : data;
   }
   size_t payload_bytes() const {
     if (header.kind == kLent) return sizeof(LentMessage);
-    return header.kind == kMessage ? header.bytes : 0;
+    return header.kind == kMessage || header.kind == kGaveUp ? header.bytes : 0;
   }
   size_t total() const { return sizeof(P2PHeader) + payload_bytes(); }
 };
@@ -170,6 +175,7 @@ struct P2PEngine::State {
   std::list<RecvRequest> posted;  // receives waiting for a message, in posting order
   bool stopping = false;
   std::string abort_reason;
+  P2PEngine::FailureHandler on_peer_failure;
 
   std::mutex inbox_mutex;
   std::vector<std::function<void(State&)>> inbox;
@@ -397,7 +403,8 @@ void P2PEngine::State::progress_recv(int peer) {
       if (n == 0) return;
       link.header_done += n;
       if (link.header_done < sizeof(P2PHeader)) continue;
-      if (link.header.magic != kP2PMagic || link.header.kind > kCopied) {
+      if (link.header.magic != kP2PMagic || link.header.kind > kGaveUp ||
+          (link.header.kind == kGaveUp && link.header.bytes > kMaxReportBytes)) {
         throw TransportError(TransportError::Kind::Protocol,
                              "bad frame from rank " + std::to_string(peer));
       }
@@ -410,6 +417,7 @@ void P2PEngine::State::progress_recv(int peer) {
       link.payload_done = 0;
       link.discard = false;
       if (link.header.kind == kMessage) start_message(peer);
+      if (link.header.kind == kGaveUp) link.buffer = Payload::of(link.header.bytes);
     }
     if (link.buffer_at) {
       if (Clock::now() < *link.buffer_at) return;
@@ -576,6 +584,12 @@ void P2PEngine::State::finish_message(int peer) {
   Link& link = links[peer];
   link.in_payload = false;
   link.header_done = 0;
+  if (link.header.kind == kGaveUp) {
+    std::string report(link.buffer.data.get(), link.buffer.size);
+    link.buffer = {};
+    if (on_peer_failure) on_peer_failure(peer, report);
+    return;
+  }
   if (link.matched) {
     Completion callback = std::move(link.matched->callback);
     link.matched.reset();
@@ -681,8 +695,10 @@ Deadline P2PEngine::State::next_deadline() const {
 }
 
 P2PEngine::P2PEngine(int rank, int size, std::vector<Socket> links,
-                     std::optional<PeerMemory> peer_memory, size_t large_min_bytes)
+                     std::optional<PeerMemory> peer_memory, size_t large_min_bytes,
+                     FailureHandler on_peer_failure)
     : state_(std::make_shared<State>()) {
+  state_->on_peer_failure = std::move(on_peer_failure);
   state_->peer_memory = std::move(peer_memory);
   state_->large_min_bytes = large_min_bytes;
   state_->rank = rank;
@@ -729,6 +745,37 @@ void P2PEngine::recv(int peer, int64_t tag, void* data, size_t bytes, Deadline d
   post([request = std::move(request)](State& state) mutable {
     state.add_recv(std::move(request));
   });
+}
+
+void P2PEngine::announce_failure(const std::string& report, Deadline flush_by) {
+  struct Flushed {
+    std::mutex mutex;
+    std::condition_variable done;
+    size_t pending = 0;
+    bool posted = false;
+  };
+  auto flushed = std::make_shared<Flushed>();
+  auto text = std::make_shared<const std::string>(report.substr(0, kMaxReportBytes));
+  post([flushed, text](State& state) {
+    std::lock_guard<std::mutex> lock(flushed->mutex);
+    for (int peer = 0; peer < static_cast<int>(state.links.size()); ++peer) {
+      Link& link = state.links[peer];
+      if (peer == state.rank || !link.failure.empty()) continue;
+      ++flushed->pending;
+      SendRequest request{{kP2PMagic, kGaveUp, 0, text->size()}, text->data(), 0,
+                          Deadline::max(), [flushed](std::exception_ptr, int) {
+                            std::lock_guard<std::mutex> lock(flushed->mutex);
+                            --flushed->pending;
+                            flushed->done.notify_all();
+                          }};
+      request.report = text;
+      link.sends.push_back(std::move(request));
+    }
+    flushed->posted = true;
+    flushed->done.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(flushed->mutex);
+  flushed->done.wait_until(lock, flush_by, [&] { return flushed->posted && flushed->pending == 0; });
 }
 
 void P2PEngine::abort() {

@@ -16,6 +16,11 @@
 // buffer, as for any message nobody waits for), then tells the sender its buffer is free, which
 // completes the send. A sender that gives up on a lent message first sets a word the receiver
 // reads after each copy, so a receiver never keeps bytes of a buffer reused meanwhile.
+//
+// The links also carry one kind of message of the group's own: a rank that gave up on a
+// collective tells every other rank why (announce_failure), so they fail at once instead of
+// waiting for it. The engine's thread reads these whatever the ranks are doing, even while a
+// collective is stuck, and hands them to the `on_peer_failure` handler.
 #pragma once
 
 #include "peer_memory.hpp"
@@ -29,6 +34,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,13 +46,16 @@ class P2PEngine {
   // the message came from (receives) or -1 (sends).
   using Completion = std::function<void(std::exception_ptr, int source)>;
   static constexpr int kAnySource = -1;
+  // Called on the engine's thread with a rank's report that it gave up on a collective.
+  using FailureHandler = std::function<void(int peer, const std::string& report)>;
 
   // links[r] is the connection to rank r (invalid for r == rank). Messages of at least
   // `large_min_bytes` are lent with `peer_memory`, and wait in the socket for their receive
   // without it.
   P2PEngine(int rank, int size, std::vector<Socket> links,
             std::optional<PeerMemory> peer_memory = std::nullopt,
-            size_t large_min_bytes = std::numeric_limits<size_t>::max());
+            size_t large_min_bytes = std::numeric_limits<size_t>::max(),
+            FailureHandler on_peer_failure = nullptr);
   ~P2PEngine();  // fails what is still pending; the thread then ends on its own
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
@@ -56,6 +65,11 @@ class P2PEngine {
             Completion done);
   // `peer` may be kAnySource. A message of another size than `bytes` fails the receive.
   void recv(int peer, int64_t tag, void* data, size_t bytes, Deadline deadline, Completion done);
+
+  // Sends `report` to every other rank's failure handler, after what is queued to it already;
+  // returns once the kernel has taken every copy, or at `flush_by`, so that a process which
+  // exits right after has not taken its reports with it.
+  void announce_failure(const std::string& report, Deadline flush_by);
 
   // Fails every pending and future request. Thread-safe.
   void abort();

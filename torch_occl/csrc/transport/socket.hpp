@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace occl::transport {
 
@@ -22,11 +24,15 @@ int millis_until(Deadline deadline);
 class TransportError : public std::runtime_error {
  public:
   enum class Kind { Timeout, PeerClosed, Protocol, System, Aborted };
-  TransportError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  TransportError(Kind kind, const std::string& what, std::vector<int> awaited = {})
+      : std::runtime_error(what), kind_(kind), awaited_(std::move(awaited)) {}
   Kind kind() const { return kind_; }
+  // For a timeout: the ranks it was still waiting for.
+  const std::vector<int>& awaited() const { return awaited_; }
 
  private:
   Kind kind_;
+  std::vector<int> awaited_;
 };
 
 // Throws TransportError(System) "<what>: <strerror(err)>".
