@@ -431,3 +431,47 @@ def test_receives_from_a_sender_killed_mid_message_fail_at_once(transport):
     assert from_any is not None and "every other rank closed its connection" in from_any[0], \
         from_any
     assert from_any[1] < 5, f"took {from_any[1]:.1f}s (timeout 30s)"
+
+
+def w_receiver_exits_right_after_its_last_receive(rank, ws):
+    """Rank 0 receives one large message (lent, between ranks that may read each other's
+    memory) and exits at once. Small messages nobody receives follow the large one; rank 1
+    sends them all while rank 0 is stopped, so that on resuming rank 0's engine finds them in
+    the socket behind the large one, and is still reading them when the process ends."""
+    import signal
+
+    pids = [None] * ws
+    dist.all_gather_object(pids, os.getpid())
+    if rank == 0:
+        got = torch.zeros(1 << 20)
+        work = dist.irecv(got, 1, tag=1)
+        work.wait()  # rank 1 stops and resumes this process meanwhile
+        os._exit(0 if torch.all(got == 7) else 1)
+    time.sleep(0.5)  # rank 0 has posted its receive
+    os.kill(pids[0], signal.SIGSTOP)
+    try:
+        sent = dist.isend(torch.full((1 << 20,), 7.0), 0, tag=1)
+        burst = [dist.isend(torch.ones(1), 0, tag=2) for _ in range(2000)]
+        time.sleep(0.5)  # every frame is in rank 0's socket
+    finally:
+        os.kill(pids[0], signal.SIGCONT)
+    try:
+        sent.wait()
+    except RuntimeError as e:
+        return str(e)
+    for work in burst:
+        try:
+            work.wait()
+        except RuntimeError:
+            pass  # nobody receives them: those still queued when rank 0 exits fail
+    return None
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_send_whose_message_arrived_succeeds_when_the_receiver_exits_at_once(attempt):
+    """The send must not fail because the receiver exited right after receiving (its answer
+    that it had copied the message once went down with it)."""
+    with DistPool(2) as pool:
+        replies = pool.run_tolerating_deaths(w_receiver_exits_right_after_its_last_receive)
+    assert replies[0][0] == "died" and "0" in str(replies[0][1]), replies[0]
+    assert replies[1] == ("ok", replies[1][1], None), replies[1]

@@ -27,7 +27,8 @@ pytestmark = occl_only("occl's bootstrap")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.path.join(REPO, "tests", "scripts", "stranger_target.py")
-ADDRESS_KEY = "default_pg/0//cpu//occl/collective/address/0"  # as torch prefixes it
+# As torch prefixes it; 1: the first generation of bootstrap keys in a new store.
+ADDRESS_KEY = "default_pg/0//cpu//occl/1/collective/address/0"
 HELLO_MAGIC, PROTOCOL_VERSION = 0x4F434C48, 1
 ATTEMPTS = 10_000
 

@@ -55,25 +55,25 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
     // in any order and must never sit in the way of a collective's frames. Collectives between
     // ranks on one host go through shared memory; their sockets then only signal liveness.
     const size_t send_buffer = Tuning::get().loopback_send_buffer_bytes;
-    auto sockets = transport::connect_group(
-        store, rank, size, {config_.bind_address, config_.timeout, "collective", send_buffer});
+    transport::Bootstrap bootstrap(store, rank, size, config_.timeout);
+    auto sockets = bootstrap.connect_group({config_.bind_address, "collective", send_buffer});
     auto shm = transport::connect_shared_memory(
-        store, rank, size,
-        {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes, config_.timeout});
+        bootstrap, {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes});
     mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(sockets), std::move(shm));
     // Large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
     std::optional<transport::PeerMemory> peer_memory;
     if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
     p2p_ = std::make_unique<transport::P2PEngine>(
-        rank, size,
-        transport::connect_group(store, rank, size,
-                                 {config_.bind_address, config_.timeout, "p2p", send_buffer}),
+        rank, size, bootstrap.connect_group({config_.bind_address, "p2p", send_buffer}),
         std::move(peer_memory), Tuning::get().single_copy_min_bytes,
         [mesh = std::weak_ptr<transport::Mesh>(mesh_)](int peer, const std::string& report) {
           if (auto alive = mesh.lock()) alive->peer_gave_up(peer, report);
         });
   } catch (const transport::TransportError& e) {
     C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + describe_group() + ": " + e.what());
+  } catch (const c10::DistStoreError& e) {
+    C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + describe_group() +
+                                          ", the store failed: " + e.what_without_backtrace());
   }
   executor_ = std::make_unique<Executor>();
 }

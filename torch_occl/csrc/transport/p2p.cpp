@@ -60,7 +60,7 @@ struct SendRequest {
   const char* data;
   size_t done;  // bytes of header + payload written so far
   Deadline deadline;
-  P2PEngine::Completion callback;  // empty for a kCopied reply
+  P2PEngine::Completion callback;  // for a kCopied reply: empty, or a receive waiting for it
   LentMessage lent{};              // the payload of a kLent frame
   std::shared_ptr<const std::string> report;  // the payload of a kGaveUp frame, kept alive
 
@@ -198,7 +198,9 @@ struct P2PEngine::State {
   void on_copied(int peer, uint64_t id);
   void receive_lent(int peer, int64_t tag, const LentArrival& lent, RecvRequest& recv);
   std::exception_ptr copy_lent(int peer, const LentArrival& lent, void* into);
-  void send_copied(int peer, uint64_t id);
+  // Queues the answer that this rank is done with a lent message; `written` (if any) runs once
+  // the kernel has it, or at once if the link failed.
+  void send_copied(int peer, uint64_t id, Completion written = nullptr);
   void buffer_lent(Deadline now);
   void expire(Deadline now);
   Deadline next_deadline() const;
@@ -210,7 +212,7 @@ struct P2PEngine::State {
 // Calls a request's completion and keeps it for the caller's thread to drop. An exception from
 // it (a bug in a callback) must not end the engine's thread, which serves every other request.
 void P2PEngine::State::complete(Completion& callback, std::exception_ptr failure, int source) {
-  if (!callback) return;  // a kCopied reply
+  if (!callback) return;  // a kCopied reply that no receive waits for
   try {
     callback(failure, source);
   } catch (const std::exception& e) {
@@ -376,8 +378,15 @@ void P2PEngine::State::progress_sends(int peer) {
     ssize_t n = ::sendmsg(link.socket.fd(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-      fail_link(peer, TransportError::Kind::PeerClosed,
-                "rank " + std::to_string(peer) + " closed the connection: " + std::strerror(errno));
+      const std::string why =
+          "rank " + std::to_string(peer) + " closed the connection: " + std::strerror(errno);
+      // What the peer sent before it closed still counts: an answer that completes a lent send
+      // may be waiting in the socket.
+      try {
+        progress_recv(peer);
+      } catch (const std::exception&) {
+      }
+      fail_link(peer, TransportError::Kind::PeerClosed, why);
       return;
     }
     send.done += static_cast<size_t>(n);
@@ -497,8 +506,13 @@ void P2PEngine::State::receive_lent(int peer, int64_t tag, const LentArrival& le
   std::exception_ptr failure = recv.bytes == lent.region.bytes
                                    ? copy_lent(peer, lent, recv.data)
                                    : size_mismatch(peer, tag, recv.bytes, lent.region.bytes);
-  send_copied(peer, lent.id);  // done with the sender's buffer either way
-  complete(recv.callback, failure, peer);
+  // Done with the sender's buffer either way. The receive completes once the kernel has that
+  // answer: a receiver that exits right after its receive must not take the answer with it,
+  // or the send fails although its message arrived.
+  send_copied(peer, lent.id,
+              [done = std::move(recv.callback), failure, peer](std::exception_ptr, int) mutable {
+                done(failure, peer);
+              });
 }
 
 std::exception_ptr P2PEngine::State::copy_lent(int peer, const LentArrival& lent, void* into) {
@@ -525,11 +539,18 @@ std::exception_ptr P2PEngine::State::copy_lent(int peer, const LentArrival& lent
   return nullptr;
 }
 
-void P2PEngine::State::send_copied(int peer, uint64_t id) {
+void P2PEngine::State::send_copied(int peer, uint64_t id, Completion written) {
   Link& link = links[peer];
-  if (!link.failure.empty()) return;
-  link.sends.push_back(SendRequest{{kP2PMagic, kCopied, static_cast<int64_t>(id), 0}, nullptr,
-                                   0, Deadline::max(), nullptr});
+  if (!link.failure.empty()) {
+    complete(written, nullptr, -1);
+    return;
+  }
+  // Ahead of the messages queued to the peer (behind one half on the wire): the answer frees
+  // the sender's buffer and ends its send, and must not wait until the peer receives them.
+  auto at = link.sends.begin();
+  if (at != link.sends.end() && at->done > 0) ++at;
+  link.sends.insert(at, SendRequest{{kP2PMagic, kCopied, static_cast<int64_t>(id), 0}, nullptr,
+                                    0, Deadline::max(), std::move(written)});
 }
 
 void P2PEngine::State::on_copied(int peer, uint64_t id) {

@@ -4,8 +4,6 @@
 #include "memfd.hpp"
 #include "peer_memory.hpp"
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -153,17 +151,17 @@ namespace {
 // Whether every rank may copy from and into every other's memory (peer_memory.hpp): each rank
 // tells the others its pid and probe address, reads every peer's probe, and says whether all
 // worked; all read every answer, so they agree. nullptr when any pair cannot.
-std::unique_ptr<PeerMemory> probe_peer_memory(c10d::Store& store, int rank, int size,
-                                              std::chrono::milliseconds timeout) {
+std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap) {
+  const int rank = bootstrap.rank(), size = bootstrap.size();
   auto key = [](const char* what, int r) {
-    return "occl/shm/" + std::string(what) + "/" + std::to_string(r);
+    return "shm/" + std::string(what) + "/" + std::to_string(r);
   };
-  set_text(store, key("pid", rank),
+  bootstrap.set(key("pid", rank),
            std::to_string(::getpid()) + " " + std::to_string(PeerMemory::probe_address()));
   std::vector<pid_t> pids(static_cast<size_t>(size));
   std::string failure;
   for (int r = 0; r < size; ++r) {
-    std::istringstream in(wait_text(store, key("pid", r), timeout));
+    std::istringstream in(bootstrap.wait(key("pid", r)));
     uint64_t address = 0;
     in >> pids[r] >> address;
     if (r != rank && failure.empty()) {
@@ -174,24 +172,24 @@ std::unique_ptr<PeerMemory> probe_peer_memory(c10d::Store& store, int rank, int 
       }
     }
   }
-  set_text(store, key("peer-memory", rank), failure);
+  bootstrap.set(key("peer-memory", rank), failure);
   bool all_can = true;
-  for (int r = 0; r < size; ++r) all_can &= wait_text(store, key("peer-memory", r), timeout).empty();
+  for (int r = 0; r < size; ++r) all_can &= bootstrap.wait(key("peer-memory", r)).empty();
   return all_can ? std::make_unique<PeerMemory>(std::move(pids)) : nullptr;
 }
 
 }  // namespace
 
-std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
-                                                int rank, int size, const ShmOptions& options) {
+std::unique_ptr<ShmLinks> connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options) {
+  const int rank = bootstrap.rank(), size = bootstrap.size();
   if (options.mode == TransportMode::Tcp || size == 1) return nullptr;
   const std::string identity = host_identity();
-  set_text(*store, "occl/shm/host/" + std::to_string(rank), identity);
+  bootstrap.set("shm/host/" + std::to_string(rank), identity);
   std::vector<int> local_ranks;
   std::vector<int> remote_ranks;
   for (int r = 0; r < size; ++r) {
     bool same = r == rank ||
-                wait_text(*store, "occl/shm/host/" + std::to_string(r), options.timeout) == identity;
+                bootstrap.wait("shm/host/" + std::to_string(r)) == identity;
     (same ? local_ranks : remote_ranks).push_back(r);
   }
   if (options.mode == TransportMode::Shm && !remote_ranks.empty()) {
@@ -207,7 +205,7 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
   // of them read every answer, so they agree on using shared memory or not.
   const int leader = local_ranks.front();
   const size_t bytes = ShmLinks::region_bytes(static_cast<int>(local_ranks.size()), options.ring_bytes);
-  const std::string region_key = "occl/shm/region/" + std::to_string(leader);
+  const std::string region_key = "shm/region/" + std::to_string(leader);
   Mapping mapping;
   int leader_fd = -1;
   std::string failure;
@@ -215,9 +213,9 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
     if (rank == leader) {
       leader_fd = create_memfd(bytes);
       mapping = map_memfd(leader_fd, bytes);
-      set_text(*store, region_key, std::to_string(::getpid()) + " " + std::to_string(leader_fd));
+      bootstrap.set(region_key, std::to_string(::getpid()) + " " + std::to_string(leader_fd));
     } else {
-      std::istringstream where(wait_text(*store, region_key, options.timeout));
+      std::istringstream where(bootstrap.wait(region_key));
       long pid = 0;
       int fd = -1;
       where >> pid >> fd;
@@ -226,10 +224,10 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
   } catch (const TransportError& e) {
     failure = e.what();
   }
-  set_text(*store, "occl/shm/mapped/" + std::to_string(rank), failure);
+  bootstrap.set("shm/mapped/" + std::to_string(rank), failure);
   std::string first_failure;
   for (int r : local_ranks) {
-    std::string answer = wait_text(*store, "occl/shm/mapped/" + std::to_string(r), options.timeout);
+    std::string answer = bootstrap.wait("shm/mapped/" + std::to_string(r));
     if (!answer.empty() && first_failure.empty()) {
       first_failure = "rank " + std::to_string(r) + ": " + answer;
     }
@@ -247,7 +245,7 @@ std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::S
   auto links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
                                           mapping.bytes, options.ring_bytes);
   if (whole_group_local) {
-    links->set_peer_memory(probe_peer_memory(*store, rank, size, options.timeout));
+    links->set_peer_memory(probe_peer_memory(bootstrap));
   }
   return links;
 }

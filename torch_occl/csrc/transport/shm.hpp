@@ -12,8 +12,6 @@
 #include "peer_memory.hpp"
 #include "socket.hpp"
 
-#include <c10/util/intrusive_ptr.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -22,11 +20,9 @@
 #include <string>
 #include <vector>
 
-namespace c10d {
-class Store;
-}
-
 namespace occl::transport {
+
+class Bootstrap;
 
 // A futex word in shared memory: ring() wakes whoever waits on the value it had.
 class Doorbell {
@@ -74,7 +70,6 @@ TransportMode transport_mode_from_env();
 struct ShmOptions {
   TransportMode mode;
   size_t ring_bytes;  // per direction per pair of ranks; rounded up to a power of two
-  std::chrono::milliseconds timeout;
 };
 
 // The shared-memory links of this rank (none when it shares its host with no other rank).
@@ -114,8 +109,7 @@ class ShmLinks {
 
 // Finds the ranks that share this rank's host (same kernel boot, user, and network and pid
 // namespaces) and maps a region with them. Returns nullptr when there are none or the mode is tcp.
-// Every rank of the group must call it.
-std::unique_ptr<ShmLinks> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
-                                                int rank, int size, const ShmOptions& options);
+// Every rank of the group must call it; its store keys are the bootstrap's.
+std::unique_ptr<ShmLinks> connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options);
 
 }  // namespace occl::transport

@@ -101,7 +101,7 @@ Socket Socket::listen(const std::string& address) {
   return sock;
 }
 
-Socket Socket::connect(const std::string& host, int port, Deadline deadline) {
+Socket Socket::connect(const std::string& host, int port, Deadline deadline, bool retry_refused) {
   auto info = resolve(host, port, 0);
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
@@ -116,6 +116,10 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline) {
       getsockopt(sock.fd_, SOL_SOCKET, SO_ERROR, &err, &len);
     }
     if (err == 0) return sock;
+    if (err == ECONNREFUSED && !retry_refused) {
+      throw TransportError(TransportError::Kind::PeerClosed,
+                           "connection to " + host + ":" + std::to_string(port) + " refused");
+    }
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != EAGAIN) {
       throw_system("connect to " + host + ":" + std::to_string(port), err);
     }

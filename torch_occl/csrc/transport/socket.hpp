@@ -50,8 +50,10 @@ class Socket {
 
   // Listens on `address` (IPv4 or IPv6 literal) at an ephemeral port.
   static Socket listen(const std::string& address);
-  // Connects to host:port, retrying refused connections until `deadline`.
-  static Socket connect(const std::string& host, int port, Deadline deadline);
+  // Connects to host:port, retrying refused connections until `deadline` (or, without
+  // `retry_refused`, throwing TransportError(PeerClosed) at the first refusal).
+  static Socket connect(const std::string& host, int port, Deadline deadline,
+                        bool retry_refused = true);
 
   // Accepts one connection, or returns an invalid Socket when `deadline` passes.
   Socket accept(Deadline deadline) const;

@@ -1,0 +1,109 @@
+"""Ranks that die while their group forms, and jobs that torchrun restarts.
+
+A rank killed during bootstrap: the survivors raise within 5 s naming it (not after the 60 s
+init timeout), whichever rank it was and on both transports. A job restarted by torchrun (whose
+store outlives every attempt, with every key an attempt left in it): each attempt forms a fresh
+group, with static and with c10d rendezvous.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch.distributed as dist
+
+from dist_harness import occl_only
+
+pytestmark = occl_only("occl's bootstrap")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(REPO, "tests", "scripts", "bootstrap_worker.py")
+RESTART_WORKER = os.path.join(REPO, "tests", "scripts", "restart_worker.py")
+TRANSPORTS = ["auto", "tcp"]
+# As torch prefixes them; 1: the first generation of bootstrap keys in a new store.
+KEYS = "default_pg/0//cpu//occl/1/"
+
+
+def _env(transport, **extra):
+    return {**os.environ, "OCCL_TRANSPORT": transport, "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+
+
+def _start_rank(rank, world_size, store, transport):
+    env = _env(transport, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+               TORCHELASTIC_USE_AGENT_STORE="True", RANK=str(rank), WORLD_SIZE=str(world_size))
+    return subprocess.Popen([sys.executable, WORKER], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+# (victim, ranks started before it is killed): each kill lands at another step of bootstrap.
+# 0: listening, before anyone connects; the others are refused where it published its address.
+# 1: connected to rank 0, waiting for rank 2; rank 2 is refused by it, rank 0 loses its link.
+# 2: connected to rank 0, waiting for rank 1's address; rank 1 finds it gone when it probes it.
+DEATHS = {0: [0], 1: [0, 1], 2: [0, 2]}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("victim", sorted(DEATHS), ids=lambda v: f"rank{v}dies")
+def test_survivors_of_a_death_during_bootstrap_name_it_within_5s(victim, transport):
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=60))
+    procs = {r: _start_rank(r, 3, store, transport) for r in DEATHS[victim]}
+    try:
+        store.wait([KEYS + f"collective/address/{victim}"])
+        time.sleep(1.0)  # let it go on to its next step: connecting, or waiting
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].wait(timeout=10)
+        for r in range(3):
+            if r not in procs:
+                procs[r] = _start_rank(r, 3, store, transport)
+        for r, proc in sorted(procs.items()):
+            if r == victim:
+                continue
+            out, err = proc.communicate(timeout=90)
+            match = re.match(r"error (\S+) (.*)", out.strip())
+            assert match, f"rank {r}: {out!r} {err[-2000:]}"
+            seconds, message = float(match[1]), match[2]
+            assert f"rank {victim} left during bootstrap" in message, f"rank {r}: {message}"
+            assert seconds < 5, f"rank {r}: raised after {seconds:.1f}s: {message}"
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+RENDEZVOUS = {
+    "static": ["--master-addr", "127.0.0.1", "--master-port", "{port}"],
+    "c10d": ["--standalone"],
+}
+RESTARTS = 3
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("rendezvous", sorted(RENDEZVOUS))
+def test_every_torchrun_restart_forms_a_fresh_group(rendezvous, transport):
+    launch = [arg.format(port=_free_port()) for arg in RENDEZVOUS[rendezvous]]
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", *launch, "--nproc-per-node", "2",
+         "--max-restarts", str(RESTARTS), "--monitor-interval", "0.1", RESTART_WORKER],
+        env=_env(transport), capture_output=True, text=True, timeout=240)
+    done = set(re.findall(r"attempt (\d+) rank (\d+) ok", result.stdout))
+    expected = {(str(a), str(r)) for a in range(RESTARTS + 1) for r in range(2)}
+    assert result.returncode == 0 and done == expected, (
+        f"rc {result.returncode}, missing {sorted(expected - done)}\n{result.stdout}\n"
+        f"{result.stderr[-4000:]}")
