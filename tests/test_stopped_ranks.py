@@ -46,13 +46,14 @@ def _all_reduce_until_it_fails(x, attempts):
     return time.monotonic(), time.monotonic() - start, None
 
 
-def w_resumed_between_collectives(rank, ws):
+def w_resumed_between_collectives(rank, ws, resumed_flag):
     """Rank 1 is stopped between two collectives; the others call one and give up; rank 1,
-    resumed, calls it too."""
+    resumed, calls it too (at once: rank 0 creates `resumed_flag` before it resumes rank 1)."""
     pids = _pids()
     x = torch.ones(1024)
     if rank == STOPPED:
-        time.sleep(0.5)  # stopped in here, resumed after the others gave up
+        while not os.path.exists(resumed_flag):  # stopped in here
+            time.sleep(0.01)
         return _all_reduce_until_it_fails(x, 3)
     if rank == 0:
         os.kill(pids[STOPPED], signal.SIGSTOP)
@@ -60,6 +61,7 @@ def w_resumed_between_collectives(rank, ws):
     outcome = _all_reduce_until_it_fails(x, 1)
     if rank == 0:
         time.sleep(0.5)  # every healthy rank has given up by now
+        open(resumed_flag, "w").close()
         resumed = time.monotonic()
         os.kill(pids[STOPPED], signal.SIGCONT)
         outcome = outcome + (resumed,)
@@ -68,9 +70,9 @@ def w_resumed_between_collectives(rank, ws):
 
 
 @pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
-def test_a_rank_resumed_after_the_others_gave_up_fails_at_once(world_size):
+def test_a_rank_resumed_after_the_others_gave_up_fails_at_once(world_size, tmp_path):
     with DistPool(world_size, group_timeout=GROUP_TIMEOUT) as pool:
-        results = pool.run(w_resumed_between_collectives, timeout=60)
+        results = pool.run(w_resumed_between_collectives, str(tmp_path / "resumed"), timeout=60)
     resumed = results[0][3]
     for rank, (_, elapsed, error, *_) in enumerate(results):
         if rank == STOPPED:

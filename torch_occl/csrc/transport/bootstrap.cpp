@@ -117,6 +117,7 @@ std::string Bootstrap::wait(const std::string& name) {
   for (;;) {
     if (store_->check({key})) return text_of(store_->get(key));
     check_watched();
+    if (pause == kMaxStorePoll) check_given_up();
     if (Clock::now() + pause >= deadline_) {
       throw TransportError(TransportError::Kind::Timeout,
                            "timed out waiting for " + name + " in the store");
@@ -148,18 +149,63 @@ bool Bootstrap::generation_moved_on() {
   return text_of(store_->get(kGenerationPointer)) != generation_;
 }
 
-void Bootstrap::check_watched() {
-  if (watched_.empty()) return;
+namespace {
+
+// Throws naming the first rank whose connection (rank, fd) has closed.
+void check_closed(const std::vector<std::pair<int, int>>& connections) {
+  if (connections.empty()) return;
   std::vector<pollfd> fds;
-  for (const auto& [peer, fd] : watched_) fds.push_back({fd, POLLRDHUP, 0});
+  for (const auto& [peer, fd] : connections) fds.push_back({fd, POLLRDHUP, 0});
   if (::poll(fds.data(), fds.size(), 0) <= 0) return;
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
       throw TransportError(TransportError::Kind::PeerClosed,
-                           "rank " + std::to_string(watched_[i].first) +
+                           "rank " + std::to_string(connections[i].first) +
                                " left during bootstrap (it closed its connection)");
     }
   }
+}
+
+}  // namespace
+
+void Bootstrap::check_watched() {
+  try {
+    check_closed(watched_);
+  } catch (const TransportError& e) {
+    give_up(e);
+  }
+}
+
+// A rank that found another gone says so in the store, so that the ranks it leaves behind name
+// the rank that is gone, not the one that gave up (who then refuses them too).
+void Bootstrap::give_up(const TransportError& error) {
+  const std::string key = prefix_ + "gave-up";
+  if (!prefix_.empty() && error.kind() == TransportError::Kind::PeerClosed &&
+      !store_->check({key})) {
+    store_->set(key, bytes_of("rank " + std::to_string(rank_) + " gave up: " + error.what()));
+  }
+  leave(error);
+}
+
+// Throws `error`, unless this rank may have followed an old generation's pointer (see
+// bootstrap.hpp): then it waits a little for the pointer to move on, and starts over if it does.
+void Bootstrap::leave(const TransportError& error) {
+  if (joining_ && rank_ > 0) {
+    const Deadline grace = std::min(deadline_, Clock::now() + kStaleGrace);
+    for (;;) {
+      if (generation_moved_on()) throw StaleGeneration{};
+      if (Clock::now() >= grace) break;
+      std::this_thread::sleep_for(kMaxStorePoll);
+    }
+  }
+  throw error;
+}
+
+void Bootstrap::check_given_up() {
+  if (prefix_.empty()) return;
+  const std::string key = prefix_ + "gave-up";
+  if (!store_->check({key})) return;
+  leave(TransportError(TransportError::Kind::Aborted, text_of(store_->get(key))));
 }
 
 std::vector<Socket> Bootstrap::connect_group(const LinkOptions& options) {
@@ -223,27 +269,30 @@ Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
     }
     failure = e.what();
   }
-  // Refused, closed or answered wrongly where this generation says the rank listens: it is
-  // gone, unless this generation is an old one whose pointer the current rank 0 is about to
-  // replace.
-  if (joining_ && rank_ > 0) {
-    const Deadline grace = std::min(deadline_, Clock::now() + kStaleGrace);
-    for (;;) {
-      if (generation_moved_on()) throw StaleGeneration{};
-      if (Clock::now() >= grace) break;
-      std::this_thread::sleep_for(kMaxStorePoll);
-    }
-  }
-  throw TransportError(TransportError::Kind::PeerClosed,
-                       "rank " + std::to_string(peer) + " left during bootstrap (at " +
-                           address.text() + ", which it published: " + failure + ")");
+  // Refused, closed or answered wrongly where this generation says the rank listens: it gave
+  // up because another rank is gone, or it is gone itself.
+  check_given_up();
+  give_up(TransportError(TransportError::Kind::PeerClosed,
+                         "rank " + std::to_string(peer) + " left during bootstrap (at " +
+                             address.text() + ", which it published: " + failure + ")"));
 }
 
-// Higher ranks that have published an address but refuse connections there are gone. Once the
-// first links exist, they watch over every rank instead.
+// Ranks whose links of this set have closed, and higher ranks that have published an address
+// but refuse connections there, are gone. Once the first links exist, they watch over every rank
+// instead.
 void Bootstrap::probe_unconnected(const LinkOptions& options, const std::vector<Socket>& links) {
+  check_given_up();
   check_watched();
   if (!watched_.empty()) return;
+  std::vector<std::pair<int, int>> connected;  // ranks of these links that connected already
+  for (int peer = 0; peer < size_; ++peer) {
+    if (links[peer].valid()) connected.emplace_back(peer, links[peer].fd());
+  }
+  try {
+    check_closed(connected);
+  } catch (const TransportError& e) {
+    give_up(e);
+  }
   for (int peer = rank_ + 1; peer < size_; ++peer) {
     const std::string key = prefix_ + address_name(options.channel, peer);
     if (links[peer].valid() || !store_->check({key})) continue;
@@ -253,9 +302,9 @@ void Bootstrap::probe_unconnected(const LinkOptions& options, const std::vector<
       Socket::connect(address.host, address.port, Clock::now() + kProbeTimeout, false);
     } catch (const TransportError& e) {
       if (e.kind() != TransportError::Kind::PeerClosed) continue;  // busy, not gone
-      throw TransportError(TransportError::Kind::PeerClosed,
-                           "rank " + std::to_string(peer) + " left during bootstrap (at " +
-                               address.text() + ", which it published: " + e.what() + ")");
+      give_up(TransportError(TransportError::Kind::PeerClosed,
+                             "rank " + std::to_string(peer) + " left during bootstrap (at " +
+                                 address.text() + ", which it published: " + e.what() + ")"));
     }
   }
 }

@@ -17,8 +17,10 @@
 // Ranks that die: a connection refused at an address its rank published means that rank is gone
 // (a rank listens from before it publishes until every higher rank has connected to it); a rank
 // waiting for higher ranks to connect probes their published addresses now and then; and once a
-// first set of links exists, every later wait ends as soon as one of them closes. Survivors fail
-// within about a second, naming the rank, instead of waiting out the timeout.
+// first set of links exists, every later wait ends as soon as one of them closes. A rank that
+// finds another gone says so in the store ("gave-up"), which the others read whenever they find
+// something amiss or wait long, so all of them name the rank that is gone. Survivors fail within
+// a few seconds (2 s of them the grace above), instead of waiting out the timeout.
 #pragma once
 
 #include "socket.hpp"
@@ -69,6 +71,9 @@ class Bootstrap {
                       std::vector<Socket>& links);
   void probe_unconnected(const LinkOptions& options, const std::vector<Socket>& links);
   void check_watched();
+  void check_given_up();
+  [[noreturn]] void give_up(const TransportError& error);
+  [[noreturn]] void leave(const TransportError& error);
 
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_;
