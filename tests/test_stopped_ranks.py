@@ -46,16 +46,24 @@ def _all_reduce_until_it_fails(x, attempts):
     return time.monotonic(), time.monotonic() - start, None
 
 
-def w_resumed_between_collectives(rank, ws, resumed_flag):
-    """Rank 1 is stopped between two collectives; the others call one and give up; rank 1,
-    resumed, calls it too (at once: rank 0 creates `resumed_flag` before it resumes rank 1)."""
+def _wait_for(flag):
+    while not os.path.exists(flag):
+        time.sleep(0.01)
+
+
+def w_resumed_between_collectives(rank, ws, flags):
+    """Rank 1 is stopped between two collectives (once it says it is done with the first); the
+    others call one and give up; rank 1, resumed, calls it too (at once: rank 0 raises the
+    resumed flag before it resumes rank 1)."""
+    idle, resumed_flag = flags
     pids = _pids()
     x = torch.ones(1024)
     if rank == STOPPED:
-        while not os.path.exists(resumed_flag):  # stopped in here
-            time.sleep(0.01)
+        open(idle, "w").close()
+        _wait_for(resumed_flag)  # stopped in here
         return _all_reduce_until_it_fails(x, 3)
     if rank == 0:
+        _wait_for(idle)
         os.kill(pids[STOPPED], signal.SIGSTOP)
     time.sleep(0.1)
     outcome = _all_reduce_until_it_fails(x, 1)
@@ -72,7 +80,8 @@ def w_resumed_between_collectives(rank, ws, resumed_flag):
 @pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
 def test_a_rank_resumed_after_the_others_gave_up_fails_at_once(world_size, tmp_path):
     with DistPool(world_size, group_timeout=GROUP_TIMEOUT) as pool:
-        results = pool.run(w_resumed_between_collectives, str(tmp_path / "resumed"), timeout=60)
+        flags = (str(tmp_path / "idle"), str(tmp_path / "resumed"))
+        results = pool.run(w_resumed_between_collectives, flags, timeout=60)
     resumed = results[0][3]
     for rank, (_, elapsed, error, *_) in enumerate(results):
         if rank == STOPPED:

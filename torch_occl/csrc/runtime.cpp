@@ -36,7 +36,8 @@ void finish_op(const DoneFn& done, std::exception_ptr error, int source_rank) {
 // other ranks, and, after a timeout, for the reports of the ranks it waited for: a rank that was
 // itself waiting for another one says so, and the error names the rank everyone waits for.
 constexpr auto kReportFlush = std::chrono::milliseconds(200);
-constexpr auto kPeerReportGrace = std::chrono::milliseconds(200);
+// The latter is longer: a rank that waits too started its op later by as much as it lags.
+constexpr auto kPeerReportGrace = std::chrono::seconds(1);
 
 // "occl.allreduce #3 in group 0 (rank 1 of 2): ", which starts every error of an op.
 std::string op_prefix(const char* label, uint64_t sequence, const std::string& group) {
