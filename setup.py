@@ -102,8 +102,19 @@ class QuietBuildExtension(BuildExtension):
             super().build_extensions()
 
 
+def warn_without_openssl_headers() -> None:
+    """Names the package to install before the compiler stops at `openssl/hmac.h`."""
+    folders = [*os.environ.get("CPATH", "").split(os.pathsep), "/usr/include", "/usr/local/include"]
+    if not any(folder and (Path(folder) / "openssl" / "hmac.h").exists() for folder in folders):
+        print("torch_occl: OpenSSL's headers (openssl/hmac.h) are not in "
+              f"{', '.join(f for f in folders if f)}; install them (Debian, Ubuntu: apt-get "
+              "install libssl-dev; Fedora: dnf install openssl-devel)", file=sys.stderr)
+
+
 if __name__ == "__main__":  # also how pip's build backend runs this file
     from setuptools import setup
+
+    warn_without_openssl_headers()
 
     setup(
         ext_modules=[
@@ -112,6 +123,9 @@ if __name__ == "__main__":  # also how pip's build backend runs this file
                 sources=SOURCES,
                 include_dirs=[str(ROOT), str(ROOT / "generated/csrc")],
                 extra_compile_args=["-O3", "-Wno-attributes", *DEBUG_FLAGS],
+                # OpenSSL's HMAC-SHA256 and random bytes for the bootstrap handshake's key
+                # (transport/auth.hpp); Debian's libssl-dev.
+                libraries=["crypto"],
             )
         ],
         cmdclass={"build_ext": QuietBuildExtension.with_options(use_ninja=True)},

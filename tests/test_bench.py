@@ -78,3 +78,20 @@ def test_bench_bind_pins_each_rank_to_its_own_cpu(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     allowed = sorted(os.sched_getaffinity(0))
     assert json.loads(report_file.read_text())["cpus_per_rank"] == [[allowed[0]], [allowed[1]]]
+
+
+@pytest.mark.parametrize("key", [None, "a-key-of-32-characters-for-bench"], ids=["plain", "key"])
+def test_bench_times_group_formation_with_and_without_a_key(tmp_path, key):
+    report_file = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    if key:
+        env["OCCL_AUTH_KEY"] = key
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", "--ops", "new_group", "--rounds", "1",
+         "--iters", "2", "--json", str(report_file)],
+        env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    [row] = json.loads(report_file.read_text())["rows"]
+    assert row["op"] == "new_group" and row["occl_us"] > 0 and row["gloo_us"] > 0
+    assert row["floor_us"] is None

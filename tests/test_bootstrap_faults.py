@@ -21,27 +21,11 @@ import pytest
 import torch.distributed as dist
 
 from dist_harness import occl_only
+from rank_processes import KEYS, REPO, TRANSPORTS, failure, rank_env, start_rank, stop
 
 pytestmark = occl_only("occl's bootstrap")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = os.path.join(REPO, "tests", "scripts", "bootstrap_worker.py")
 RESTART_WORKER = os.path.join(REPO, "tests", "scripts", "restart_worker.py")
-TRANSPORTS = ["auto", "tcp"]
-# As torch prefixes them; 1: the first generation of bootstrap keys in a new store.
-KEYS = "default_pg/0//cpu//occl/1/"
-
-
-def _env(transport, **extra):
-    return {**os.environ, "OCCL_TRANSPORT": transport, "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
-
-
-def _start_rank(rank, world_size, store, transport):
-    env = _env(transport, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
-               TORCHELASTIC_USE_AGENT_STORE="True", RANK=str(rank), WORLD_SIZE=str(world_size))
-    return subprocess.Popen([sys.executable, WORKER], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
 
 
 # (victim, ranks started before it is killed): each kill lands at another step of bootstrap.
@@ -56,7 +40,7 @@ DEATHS = {0: [0], 1: [0, 1], 2: [0, 2]}
 def test_survivors_of_a_death_during_bootstrap_name_it_within_5s(victim, transport):
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=60))
-    procs = {r: _start_rank(r, 3, store, transport) for r in DEATHS[victim]}
+    procs = {r: start_rank(r, 3, store, transport) for r in DEATHS[victim]}
     try:
         store.wait([KEYS + f"collective/address/{victim}"])
         time.sleep(1.0)  # let it go on to its next step: connecting, or waiting
@@ -65,23 +49,17 @@ def test_survivors_of_a_death_during_bootstrap_name_it_within_5s(victim, transpo
         procs[victim].wait(timeout=10)
         for r in range(3):
             if r not in procs:
-                procs[r] = _start_rank(r, 3, store, transport)
+                procs[r] = start_rank(r, 3, store, transport)
         for r, proc in sorted(procs.items()):
             if r == victim:
                 continue
-            out, err = proc.communicate(timeout=90)
-            match = re.match(r"error (\S+) (\S+) (.*)", out.strip())
-            assert match, f"rank {r}: {out!r} {err[-2000:]}"
-            message = match[3]
+            since_init, failed_at, message = failure(r, proc)
             # From the kill for the ranks waiting already, else from the start of their init.
-            seconds = float(match[2]) - killed_at if r in DEATHS[victim] else float(match[1])
+            seconds = failed_at - killed_at if r in DEATHS[victim] else since_init
             assert f"rank {victim} left during bootstrap" in message, f"rank {r}: {message}"
             assert seconds < 5, f"rank {r}: raised after {seconds:.1f}s: {message}"
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=10)
+        stop(procs.values())
 
 
 def _free_port():
@@ -104,7 +82,7 @@ def test_every_torchrun_restart_forms_a_fresh_group(rendezvous, transport):
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", *launch, "--nproc-per-node", "2",
          "--max-restarts", str(RESTARTS), "--monitor-interval", "0.1", RESTART_WORKER],
-        env=_env(transport), capture_output=True, text=True, timeout=240)
+        env=rank_env(transport), capture_output=True, text=True, timeout=240)
     done = set(re.findall(r"attempt (\d+) rank (\d+) ok", result.stdout))
     expected = {(str(a), str(r)) for a in range(RESTARTS + 1) for r in range(2)}
     assert result.returncode == 0 and done == expected, (

@@ -22,6 +22,7 @@ import pytest
 import torch.distributed as dist
 
 from dist_harness import occl_only
+from occl_handshake import hello
 
 pytestmark = occl_only("occl's bootstrap")
 
@@ -29,12 +30,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.path.join(REPO, "tests", "scripts", "stranger_target.py")
 # As torch prefixes it; 1: the first generation of bootstrap keys in a new store.
 ADDRESS_KEY = "default_pg/0//cpu//occl/1/collective/address/0"
-HELLO_MAGIC, PROTOCOL_VERSION = 0x4F434C48, 1
 ATTEMPTS = 10_000
 
 
-def _hello(rank=1, size=2, magic=HELLO_MAGIC, version=PROTOCOL_VERSION, secret=None):
-    return struct.pack("<IIii", magic, version, rank, size) + (secret or os.urandom(16))
+def _hello(rank=1, size=2, **fields):
+    return hello(rank, size, os.urandom(16), **fields)  # a random secret: never the group's
 
 
 def _malformed(rng):
@@ -43,7 +43,7 @@ def _malformed(rng):
     if kind == 0:
         return os.urandom(rng.randrange(0, 64))
     if kind == 1:
-        return _hello()[: rng.randrange(1, 32)]  # truncated
+        return _hello()[: rng.randrange(1, 72)]  # truncated
     if kind == 2:
         return _hello()  # the right shape, a wrong secret
     if kind == 3:
@@ -85,7 +85,7 @@ def test_flood_of_strangers_during_bootstrap_leaves_the_group_intact():
     ranks = [_start_rank(0, store.port)]
     try:
         store.wait([ADDRESS_KEY])
-        host, port = store.get(ADDRESS_KEY).decode().split()
+        host, port = store.get(ADDRESS_KEY).decode().split()[:2]
         start = time.monotonic()
         silent = _flood(host, int(port), random.Random(7))
         flood_seconds = time.monotonic() - start

@@ -10,7 +10,8 @@ benchmark alternates rounds of `--iters` back-to-back calls on each backend (few
 but at least 5) and reports the median round, so both see the same machine noise. Results are
 checked (#wrong counts elements that differ from the value computed in Python). busbw uses
 nccl-tests' factors: allreduce 2(n-1)/n; allgather, reduce-scatter and alltoall (n-1)/n;
-broadcast and send/recv 1.
+broadcast and send/recv 1. `--ops new_group` times forming a group of every rank and destroying
+it (with OCCL_AUTH_KEY set, occl's groups form with the key's handshake).
 
 floor(us) is a plain copy timed in rounds of its own between the backends' (so it finds the
 caches as cold as they do): every rank at once copies, with `copy_`, its share of the bytes the
@@ -49,6 +50,9 @@ OPS = (
     "barrier",
     "send_recv",
 )
+# Timed only when asked for (--ops new_group): forming a group of every rank and destroying it.
+FORMATION_OPS = ("new_group",)
+SIZELESS_OPS = ("barrier", "new_group")
 MIN_ITERS_PER_ROUND = 5
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16, "int32": torch.int32, "int64": torch.int64}
@@ -120,6 +124,8 @@ class _Case:
             dist.broadcast(self.data, src=0, group=group)
         elif op == "all_to_all_single":
             dist.all_to_all_single(self.out, self.data, group=group)
+        elif op == "new_group":
+            dist.destroy_process_group(dist.new_group(backend=dist.get_backend(group)))
         elif op == "send_recv":
             # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
             if self.rank == 0:
@@ -157,7 +163,7 @@ def _iterations(iters: int, nbytes: int) -> int:
 def _floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
     """Bytes `rank` copies in the floor: the bytes the op writes into the ranks' outputs, shared
     evenly by the ranks that take part. Reductions also read n inputs; the floor leaves that out."""
-    if op == "barrier":
+    if op in SIZELESS_OPS:
         return 0
     if op == "all_gather_into_tensor":
         return nbytes * n
@@ -232,8 +238,8 @@ def _worker(rank: int, world_size: int, init_file: str, args, results_file: str)
     for op in args.ops:
         if op == "send_recv" and world_size < 2:
             continue
-        for nbytes in ([0] if op == "barrier" else sizes):
-            count = max(nbytes // element, 1) if op != "barrier" else 0
+        for nbytes in ([0] if op in SIZELESS_OPS else sizes):
+            count = max(nbytes // element, 1) if op not in SIZELESS_OPS else 0
             cases = {name: _Case(op, count, dtype, rank, world_size, empty[name])
                      for name in groups}
             # No floor where the op writes nothing (a barrier, a broadcast to itself). Its rounds
@@ -314,7 +320,7 @@ def _plot(report: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ops = sorted({r["op"] for r in report["rows"] if r["op"] != "barrier"})
+    ops = sorted({r["op"] for r in report["rows"] if r["op"] not in SIZELESS_OPS})
     fig, axes = plt.subplots(len(ops), 1, figsize=(7, 3 * len(ops)), squeeze=False)
     for axis, op in zip(axes[:, 0], ops):
         rows = [r for r in report["rows"] if r["op"] == op]
@@ -333,7 +339,8 @@ def _plot(report: dict, path: str) -> None:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, from {OPS}")
+    parser.add_argument("--ops", default=",".join(OPS),
+                        help=f"comma-separated, from {OPS} (the default) and {FORMATION_OPS}")
     parser.add_argument("--min-bytes", type=_parse_bytes, default=8)
     parser.add_argument("--max-bytes", type=_parse_bytes, default=64 << 20)
     parser.add_argument("--factor", type=int, default=4)
@@ -350,9 +357,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--plot", help="also plot busbw against size into this PNG (matplotlib)")
     args = parser.parse_args(argv)
     args.ops = [op.strip() for op in args.ops.split(",") if op.strip()]
-    unknown = [op for op in args.ops if op not in OPS]
+    unknown = [op for op in args.ops if op not in OPS + FORMATION_OPS]
     if unknown:
-        parser.error(f"unknown ops {unknown}; choose from {OPS}")
+        parser.error(f"unknown ops {unknown}; choose from {OPS + FORMATION_OPS}")
     if args.transport:
         os.environ["OCCL_TRANSPORT"] = args.transport
     with tempfile.TemporaryDirectory() as folder:

@@ -70,6 +70,7 @@ Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int siz
         [mesh = std::weak_ptr<transport::Mesh>(mesh_)](int peer, const std::string& report) {
           if (auto alive = mesh.lock()) alive->peer_gave_up(peer, report);
         });
+    bootstrap.finish();
   } catch (const transport::TransportError& e) {
     C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + describe_group() + ": " + e.what());
   } catch (const c10::DistStoreError& e) {

@@ -9,17 +9,14 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <random>
 #include <sstream>
 #include <thread>
 
 namespace occl::transport {
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x4f434c48;  // "OCLH"
-constexpr uint32_t kProtocolVersion = 1;
-constexpr size_t kSecretBytes = 16;
-// A connection gets this long to introduce itself, so a silent stranger cannot stall bootstrap.
+// A connection gets this long to complete its handshake, so a silent stranger cannot stall
+// bootstrap.
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
 // How long a rank refused while joining waits for the generation pointer to move on before it
 // concludes that the rank it was refused by is gone (rather than from an earlier attempt).
@@ -34,31 +31,8 @@ constexpr auto kMaxStorePoll = std::chrono::milliseconds(50);
 const std::string kGenerationCounter = "occl/generations";
 const std::string kGenerationPointer = "occl/generation";
 
-using Secret = std::array<uint8_t, kSecretBytes>;
-
-struct Hello {
-  uint32_t magic;
-  uint32_t version;
-  int32_t rank;
-  int32_t size;
-  Secret secret;
-};
-
 // The generation this rank joined is an old one: it starts over with the current one.
 struct StaleGeneration {};
-
-Secret make_secret() {
-  std::random_device device;  // reads the OS entropy pool
-  Secret secret;
-  for (auto& byte : secret) byte = static_cast<uint8_t>(device());
-  return secret;
-}
-
-bool same_secret(const Secret& a, const Secret& b) {
-  uint8_t diff = 0;  // constant time: no early exit that leaks how many bytes matched
-  for (size_t i = 0; i < kSecretBytes; ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
 
 std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
@@ -70,16 +44,22 @@ std::string advertised_host(const std::string& bind_address) {
   return name;
 }
 
+// What a rank publishes of each set of links: where it listens, and who it is.
 struct Address {
   std::string host;
   int port = 0;
+  uint32_t pid = 0;
+  std::string nonce;  // hex
   std::string text() const { return host + ":" + std::to_string(port); }
+  std::string record() const {
+    return host + " " + std::to_string(port) + " " + std::to_string(pid) + " " + nonce;
+  }
 };
 
 Address parse_address(const std::string& published) {
   std::istringstream in(published);
   Address address;
-  in >> address.host >> address.port;
+  in >> address.host >> address.port >> address.pid >> address.nonce;
   return address;
 }
 
@@ -87,23 +67,52 @@ std::string address_name(const std::string& channel, int rank) {
   return channel + "/address/" + std::to_string(rank);
 }
 
+// Set by `acceptor` once it accepted `connector`: that connection's challenge, and whence it came.
+std::string joined_name(const std::string& channel, int acceptor, int connector) {
+  return channel + "/joined/" + std::to_string(acceptor) + "/" + std::to_string(connector);
+}
+
+std::string describe(const Socket& socket, const Hello& hello) {
+  return "from " + socket.peer_name() + ", pid " + std::to_string(hello.pid);
+}
+
 // Connections being heard out at once: enough that a flood of strangers cannot crowd out a
 // member for long, few enough that it cannot exhaust the process's descriptors.
 constexpr size_t kMaxCandidates = 64;
 
-// An accepted connection that has not finished its Hello yet.
-struct Candidate {
-  Socket socket;
-  Hello hello{};
-  size_t received = 0;
-  Deadline expires;
-};
+// A handshake message to a candidate: false if it went away first.
+bool send_within(const Socket& socket, const void* data, size_t bytes, Deadline now) {
+  try {
+    socket.send_all(data, bytes, now + kHelloTimeout);
+    return true;
+  } catch (const TransportError&) {
+    return false;
+  }
+}
 
 }  // namespace
 
+// An accepted connection in the middle of its handshake (handshake.hpp).
+struct Bootstrap::Candidate {
+  Socket socket;
+  Deadline expires;
+  bool sent_challenge = false;  // then it owes its Proof, else its Hello
+  size_t received = 0;          // of the message it owes
+  Hello hello{};
+  Nonce challenge{};
+  Proof proof{};
+  void* buffer() { return sent_challenge ? static_cast<void*>(&proof) : &hello; }
+  size_t owed() const { return sent_challenge ? sizeof(Proof) : sizeof(Hello); }
+};
+
 Bootstrap::Bootstrap(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                      std::chrono::milliseconds timeout)
-    : store_(std::move(store)), rank_(rank), size_(size), deadline_(Clock::now() + timeout) {}
+    : store_(std::move(store)),
+      rank_(rank),
+      size_(size),
+      deadline_(Clock::now() + timeout),
+      key_(AuthKey::from_env()),
+      member_nonce_(random_nonce()) {}
 
 void Bootstrap::set(const std::string& name, const std::string& value) {
   store_->set(prefix_ + name, bytes_of(value));
@@ -132,16 +141,16 @@ void Bootstrap::join_generation() {
   if (rank_ == 0) {
     generation_ = std::to_string(store_->add(kGenerationCounter, 1));
     prefix_ = "occl/" + generation_ + "/";
-    Secret secret = make_secret();
-    secret_.assign(secret.begin(), secret.end());
-    store_->set(prefix_ + "secret", secret_);
+    secret_ = random_nonce();
+    store_->set(prefix_ + "secret", std::vector<uint8_t>(secret_.begin(), secret_.end()));
     store_->set(kGenerationPointer, bytes_of(generation_));  // last: the others follow it
     return;
   }
   generation_ = wait(kGenerationPointer);  // no prefix yet: the pointer itself
   prefix_ = "occl/" + generation_ + "/";
-  secret_ = bytes_of(wait("secret"));
-  TORCH_CHECK(secret_.size() == kSecretBytes, "occl: malformed group secret in the store");
+  const std::string secret = wait("secret");
+  TORCH_CHECK(secret.size() == secret_.size(), "occl: malformed group secret in the store");
+  std::copy(secret.begin(), secret.end(), secret_.begin());
 }
 
 bool Bootstrap::generation_moved_on() {
@@ -180,8 +189,9 @@ void Bootstrap::check_watched() {
 // the rank that is gone, not the one that gave up (who then refuses them too).
 void Bootstrap::give_up(const TransportError& error) {
   const std::string key = prefix_ + "gave-up";
-  if (!prefix_.empty() && error.kind() == TransportError::Kind::PeerClosed &&
-      !store_->check({key})) {
+  const bool names_a_rank = error.kind() == TransportError::Kind::PeerClosed ||
+                            error.kind() == TransportError::Kind::Protocol;
+  if (!prefix_.empty() && names_a_rank && !store_->check({key})) {
     store_->set(key, bytes_of("rank " + std::to_string(rank_) + " gave up: " + error.what()));
   }
   leave(error);
@@ -189,8 +199,9 @@ void Bootstrap::give_up(const TransportError& error) {
 
 // Throws `error`, unless this rank may have followed an old generation's pointer (see
 // bootstrap.hpp): then it waits a little for the pointer to move on, and starts over if it does.
+// A handshake refused for a reason (Protocol) was with this generation's member.
 void Bootstrap::leave(const TransportError& error) {
-  if (joining_ && rank_ > 0) {
+  if (joining_ && rank_ > 0 && error.kind() != TransportError::Kind::Protocol) {
     const Deadline grace = std::min(deadline_, Clock::now() + kStaleGrace);
     for (;;) {
       if (generation_moved_on()) throw StaleGeneration{};
@@ -221,20 +232,26 @@ std::vector<Socket> Bootstrap::connect_group(const LinkOptions& options) {
     }
   }
   joining_ = false;
-  // Every other rank has connected to rank 0, so every rank has followed the pointer.
-  if (rank_ == 0) store_->deleteKey(kGenerationPointer);
   for (int peer = 0; peer < size_; ++peer) {
     if (links[peer].valid()) watched_.emplace_back(peer, links[peer].fd());
   }
   return links;
 }
 
+// Every other rank has connected to rank 0, so every rank has followed the pointer. Not earlier:
+// a rank that an impostor's link to rank 0 kept out must still find the generation, to learn that
+// its place was taken.
+void Bootstrap::finish() {
+  if (rank_ == 0) store_->deleteKey(kGenerationPointer);
+}
+
 std::vector<Socket> Bootstrap::connect_links(const LinkOptions& options) {
   std::vector<Socket> links(static_cast<size_t>(size_));
   if (size_ == 1) return links;
   Socket listener = Socket::listen(options.bind_address);
-  set(address_name(options.channel, rank_),
-      advertised_host(options.bind_address) + " " + std::to_string(listener.port()));
+  const Address own{advertised_host(options.bind_address), listener.port(),
+                    static_cast<uint32_t>(::getpid()), hex(member_nonce_)};
+  set(address_name(options.channel, rank_), own.record());
   for (int peer = 0; peer < rank_; ++peer) links[peer] = connect_member(peer, options);
   accept_members(listener, options, links);
   if (options.loopback_send_buffer_bytes > 0) {
@@ -247,20 +264,43 @@ std::vector<Socket> Bootstrap::connect_links(const LinkOptions& options) {
 
 Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
   const Address address = parse_address(wait(address_name(options.channel, peer)));
-  Secret secret;
-  std::copy(secret_.begin(), secret_.end(), secret.begin());
-  std::string failure;
+  Hello hello{};
+  hello.magic = kHandshakeMagic;
+  hello.version = kHandshakeVersion;
+  hello.rank = rank_;
+  hello.size = size_;
+  hello.flags = key_ ? kHelloHoldsKey : 0;
+  hello.pid = static_cast<uint32_t>(::getpid());
+  hello.secret = secret_;
+  hello.member_nonce = member_nonce_;
+  hello.challenge = random_nonce();
+  std::optional<Verdict> refused;  // for a reason the answer gives
+  std::string failure;             // else what went wrong
   try {
     Socket socket = Socket::connect(address.host, address.port, deadline_, false);
-    Hello hello{kHelloMagic, kProtocolVersion, rank_, size_, secret};
     const Deadline hello_by = std::min(deadline_, Clock::now() + kHelloTimeout);
     socket.send_all(&hello, sizeof(hello), hello_by);
-    Hello reply{};
-    socket.recv_all(&reply, sizeof(reply), hello_by);
-    if (reply.magic == kHelloMagic && reply.rank == peer && same_secret(reply.secret, secret)) {
+    Challenge challenge{};
+    socket.recv_all(&challenge, sizeof(challenge), hello_by);
+    Answer answer{};
+    if (challenge.magic == kHandshakeMagic) {
+      const Proof proof{handshake_mac(auth_key(), Role::Connector, options.channel, hello, peer,
+                                      challenge.challenge)};
+      socket.send_all(&proof, sizeof(proof), hello_by);
+      socket.recv_all(&answer, sizeof(answer), hello_by);
+    }
+    const Mac expected = handshake_mac(auth_key(), Role::Acceptor, options.channel, hello, peer,
+                                       challenge.challenge);
+    if (answer.magic != kHandshakeMagic || answer.rank != peer ||
+        !equal_bytes(answer.secret.data(), secret_.data(), secret_.size())) {
+      failure = "it answered with a bad handshake";
+    } else if (answer.verdict != Verdict::Accepted) {
+      refused = answer.verdict;
+    } else if (!equal_bytes(answer.mac.data(), expected.data(), expected.size())) {
+      failure = "it accepted rank " + std::to_string(rank_) + " without proving it holds the key";
+    } else {
       return socket;
     }
-    failure = "it answered with a bad handshake";
   } catch (const TransportError& e) {
     if (e.kind() == TransportError::Kind::Timeout && Clock::now() >= deadline_) {
       throw TransportError(TransportError::Kind::Timeout,
@@ -269,12 +309,31 @@ Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
     }
     failure = e.what();
   }
+  if (refused) {
+    give_up(TransportError(TransportError::Kind::Protocol,
+                           refusal_reason(*refused, peer, rank_)));
+  }
   // Refused, closed or answered wrongly where this generation says the rank listens: it gave
-  // up because another rank is gone, or it is gone itself.
+  // up because another rank is gone, it took another process for this rank, or it is gone itself.
   check_given_up();
+  check_taken(peer, options.channel, hello);
   give_up(TransportError(TransportError::Kind::PeerClosed,
                          "rank " + std::to_string(peer) + " left during bootstrap (at " +
                              address.text() + ", which it published: " + failure + ")"));
+}
+
+// Throws if `peer` accepted another connection as this rank (it then stopped listening, or
+// refused this one).
+void Bootstrap::check_taken(int peer, const std::string& channel, const Hello& hello) {
+  const std::string key = prefix_ + joined_name(channel, peer, rank_);
+  if (!store_->check({key})) return;
+  std::istringstream record(text_of(store_->get(key)));
+  std::string challenge, whence;
+  record >> challenge;
+  std::getline(record >> std::ws, whence);
+  if (challenge == hex(hello.challenge)) return;  // it was this one
+  give_up(TransportError(TransportError::Kind::Protocol,
+                         refusal_reason(Verdict::RankTaken, peer, rank_) + "; it came " + whence));
 }
 
 // Ranks whose links of this set have closed, and higher ranks that have published an address
@@ -309,14 +368,13 @@ void Bootstrap::probe_unconnected(const LinkOptions& options, const std::vector<
   }
 }
 
-// Accepts connections until every rank above this one has presented a valid Hello, and stores
+// Accepts connections until every rank above this one has completed the handshake, and stores
 // its socket in links[peer]. Candidates are heard out concurrently, each within kHelloTimeout,
 // so strangers that send garbage, too little or nothing at all cost a member nothing but a slot.
 void Bootstrap::accept_members(const Socket& listener, const LinkOptions& options,
                                std::vector<Socket>& links) {
-  Secret secret;
-  std::copy(secret_.begin(), secret_.end(), secret.begin());
   int missing = size_ - rank_ - 1;
+  std::vector<std::string> joined_from(static_cast<size_t>(size_));  // describe() of each link
   std::vector<Candidate> candidates;
   std::vector<pollfd> fds;
   Deadline next_probe = Clock::now() + kProbeEvery;
@@ -344,28 +402,61 @@ void Bootstrap::accept_members(const Socket& listener, const LinkOptions& option
     for (size_t i = 0; i < candidates.size(); ++i) {
       Candidate& c = candidates[i];
       if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = ::recv(c.socket.fd(), reinterpret_cast<char*>(&c.hello) + c.received,
-                         sizeof(Hello) - c.received, 0);
+      ssize_t n = ::recv(c.socket.fd(), static_cast<char*>(c.buffer()) + c.received,
+                         c.owed() - c.received, 0);
       if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
         c.expires = now;  // closed or failed: drop below
         continue;
       }
       c.received += static_cast<size_t>(n);
-      if (c.received < sizeof(Hello)) continue;
-      const Hello& h = c.hello;
-      bool member = h.magic == kHelloMagic && h.version == kProtocolVersion && h.size == size_ &&
-                    h.rank > rank_ && h.rank < size_ && !links[h.rank].valid() &&
-                    same_secret(h.secret, secret);
-      c.expires = now;  // heard out: a member moves to links, anyone else is dropped
-      if (!member) continue;
-      Hello reply{kHelloMagic, kProtocolVersion, rank_, size_, secret};
-      try {
-        c.socket.send_all(&reply, sizeof(reply), std::min(deadline_, now + kHelloTimeout));
-      } catch (const TransportError&) {
-        continue;  // it went away before the reply: it will connect again or time out
+      if (c.received < c.owed()) continue;
+      c.received = 0;
+      if (!c.sent_challenge) {
+        const Hello& h = c.hello;
+        if (h.magic != kHandshakeMagic || h.version != kHandshakeVersion || h.size != size_ ||
+            h.rank <= rank_ || h.rank >= size_ ||
+            !equal_bytes(h.secret.data(), secret_.data(), secret_.size())) {
+          c.expires = now;  // a stranger: dropped without a word
+          continue;
+        }
+        c.challenge = random_nonce();
+        const Challenge challenge{kHandshakeMagic, c.challenge};
+        if (!send_within(c.socket, &challenge, sizeof(challenge), now)) c.expires = now;
+        c.sent_challenge = true;
+        continue;
       }
-      links[h.rank] = std::move(c.socket);
+      c.expires = now;  // heard out: a member moves to links, anyone else is dropped
+      const Verdict verdict = judge(c, options.channel, links);
+      Answer answer{kHandshakeMagic, verdict, rank_, secret_, Mac{}};
+      if (verdict == Verdict::Accepted) {
+        answer.mac = handshake_mac(auth_key(), Role::Acceptor, options.channel, c.hello, rank_,
+                                   c.challenge);
+      }
+      const bool answered = send_within(c.socket, &answer, sizeof(answer), now);
+      const int peer = c.hello.rank;
+      if (verdict == Verdict::RankTaken) {
+        give_up(TransportError(TransportError::Kind::Protocol,
+                               "two processes joined rank " + std::to_string(rank_) + " as rank " +
+                                   std::to_string(peer) + ", first " + joined_from[peer] +
+                                   ", then " + describe(c.socket, c.hello) +
+                                   ": one of them is not rank " + std::to_string(peer) +
+                                   kImpostorHint));
+      }
+      if (verdict == Verdict::NotAnnounced) {
+        give_up(TransportError(TransportError::Kind::Protocol,
+                               "a process " + describe(c.socket, c.hello) +
+                                   " presented itself as rank " + std::to_string(peer) +
+                                   ", which published another pid or nonce, or none yet: it is "
+                                   "not rank " + std::to_string(peer) + kImpostorHint));
+      }
+      // A rank refused for its key gives up, telling the others. One gone before the answer:
+      // it will time out, or its rank connects again.
+      if (verdict != Verdict::Accepted || !answered) continue;
+      joined_from[peer] = describe(c.socket, c.hello);
+      set(joined_name(options.channel, rank_, peer),
+          hex(c.hello.challenge) + " " + joined_from[peer]);
+      links[peer] = std::move(c.socket);
       --missing;
     }
     candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
@@ -373,9 +464,35 @@ void Bootstrap::accept_members(const Socket& listener, const LinkOptions& option
                      candidates.end());
     for (Socket s = listener.accept(now); s.valid(); s = listener.accept(now)) {
       if (candidates.size() == kMaxCandidates) candidates.erase(candidates.begin());  // oldest
-      candidates.push_back({std::move(s), Hello{}, 0, now + kHelloTimeout});
+      Candidate candidate;
+      candidate.socket = std::move(s);
+      candidate.expires = now + kHelloTimeout;
+      candidates.push_back(std::move(candidate));
     }
   }
+}
+
+// What the acceptor answers a connection that sent a well-formed Hello with the secret, and its
+// Proof. Checks of the key come first: without a key, nobody can be told apart from the rank it
+// claims to be, so a second claim of a rank, or one the store does not announce, is an impostor.
+Verdict Bootstrap::judge(const Candidate& c, const std::string& channel,
+                         const std::vector<Socket>& links) {
+  const bool holds_key = (c.hello.flags & kHelloHoldsKey) != 0;
+  if (key_ && !holds_key) return Verdict::KeyRequired;
+  if (!key_ && holds_key) return Verdict::KeyUnexpected;
+  const Mac expected =
+      handshake_mac(auth_key(), Role::Connector, channel, c.hello, rank_, c.challenge);
+  if (!equal_bytes(c.proof.mac.data(), expected.data(), expected.size())) {
+    return Verdict::KeyRejected;
+  }
+  if (links[c.hello.rank].valid()) return Verdict::RankTaken;
+  const std::string key = prefix_ + address_name(channel, c.hello.rank);
+  if (!store_->check({key})) return Verdict::NotAnnounced;
+  const Address published = parse_address(text_of(store_->get(key)));
+  const bool announced =
+      published.pid == c.hello.pid &&
+      published.nonce == hex(c.hello.member_nonce);
+  return announced ? Verdict::Accepted : Verdict::NotAnnounced;
 }
 
 }  // namespace occl::transport

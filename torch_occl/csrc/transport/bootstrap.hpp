@@ -1,16 +1,24 @@
 // Connects the ranks of a group through the c10d::Store that torch.distributed hands the backend.
 //
-// The store carries each rank's listening address, a per-group random secret and what the
-// shared-memory setup needs, nothing else. Rank r connects to every lower rank and accepts every
-// higher one; a connection that does not present the group's secret and a plausible rank is
-// dropped without disturbing the group.
+// The store carries each rank's listening address with its pid and a nonce, a random secret per
+// generation and what the shared-memory setup needs; never the key. Rank r connects to every
+// lower rank and accepts every higher one with the handshake of handshake.hpp; a connection that
+// does not present the group's secret and a plausible rank is dropped without disturbing the
+// group.
+//
+// Impostors: anyone who reads the store can present the secret. Without a key, such a process
+// cannot be told from the rank it claims to be, so nobody may be locked out silently: an acceptor
+// that a rank joins twice, or whose connection does not match what its rank published, fails
+// formation naming the rank; a rank refused because its place was taken (each acceptor records
+// whom it accepted) says so. Either records why in the store, so every member fails. With a key
+// (auth.hpp), a process that cannot prove it holds the key is refused and the group forms.
 //
 // Generations: a store may outlive the ranks that used it (torch elastic keeps its TCPStore
 // across restarts, under the same prefix), so its keys may hold what an earlier attempt left.
 // Every bootstrap therefore keeps its keys under a generation that rank 0 starts afresh (a
 // counter in the store) and points to from one key; the others follow the pointer. Rank 0
-// removes the pointer as soon as every rank has connected to it, so a later attempt waits for its
-// own rank 0 instead of following an old pointer. A pointer an interrupted attempt left behind
+// removes the pointer once the group has formed, so a later attempt waits for its own rank 0
+// instead of following an old pointer. A pointer an interrupted attempt left behind
 // leads to addresses nobody listens on: a rank refused there waits briefly for the pointer to
 // change and then starts over with the new generation.
 //
@@ -23,11 +31,14 @@
 // a few seconds (2 s of them the grace above), instead of waiting out the timeout.
 #pragma once
 
+#include "auth.hpp"
+#include "handshake.hpp"
 #include "socket.hpp"
 
 #include <c10/util/intrusive_ptr.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +56,7 @@ struct LinkOptions {
 
 class Bootstrap {
  public:
-  // Every step below must be done within `timeout` from now.
+  // Every step below must be done within `timeout` from now. Reads the key (auth.hpp), if any.
   Bootstrap(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
             std::chrono::milliseconds timeout);
 
@@ -57,6 +68,9 @@ class Bootstrap {
   // links then watch over every later wait (so they must outlive the Bootstrap's use).
   std::vector<Socket> connect_group(const LinkOptions& options);
 
+  // Once every set of links is up (every rank of the group must call it).
+  void finish();
+
   // This generation's key `name`: set, and wait for (until the deadline, or until a rank linked
   // already is gone).
   void set(const std::string& name, const std::string& value);
@@ -67,8 +81,12 @@ class Bootstrap {
   bool generation_moved_on();
   std::vector<Socket> connect_links(const LinkOptions& options);
   Socket connect_member(int peer, const LinkOptions& options);
+  void check_taken(int peer, const std::string& channel, const Hello& hello);
+  struct Candidate;
   void accept_members(const Socket& listener, const LinkOptions& options,
                       std::vector<Socket>& links);
+  Verdict judge(const Candidate& candidate, const std::string& channel,
+                const std::vector<Socket>& links);
   void probe_unconnected(const LinkOptions& options, const std::vector<Socket>& links);
   void check_watched();
   void check_given_up();
@@ -82,7 +100,10 @@ class Bootstrap {
   std::string generation_;       // empty until joined
   std::string prefix_;           // "occl/<generation>/"
   bool joining_ = true;          // until the first links are up: an old generation may lurk
-  std::vector<uint8_t> secret_;  // of this generation
+  std::optional<AuthKey> key_;
+  const AuthKey* auth_key() const { return key_ ? &*key_ : nullptr; }
+  Nonce secret_{};      // of this generation
+  Nonce member_nonce_;  // published with this rank's addresses: the hello of this process
   std::vector<std::pair<int, int>> watched_;  // (rank, fd) of the first links
 };
 

@@ -189,6 +189,17 @@ int Socket::port() const {
   return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
 }
 
+std::string Socket::peer_name() const {
+  sockaddr_storage peer{};
+  socklen_t peer_len = sizeof(peer);
+  char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+  if (getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0) {
+    getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_len, host, sizeof(host), port,
+                sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+  }
+  return std::string(host) + ":" + port;
+}
+
 bool Socket::loopback() const {
   sockaddr_storage local{}, peer{};
   socklen_t local_len = sizeof(local), peer_len = sizeof(peer);

@@ -62,6 +62,7 @@ class Socket {
   void recv_all(void* data, size_t bytes, Deadline deadline) const;
 
   int port() const;  // the local port
+  std::string peer_name() const;  // "host:port" of the other end, for messages
   // Whether the peer is on this host: it has a loopback address, or this end's own address.
   bool loopback() const;
   // Caps the bytes queued for sending (SO_SNDBUF, which the kernel doubles and limits to
