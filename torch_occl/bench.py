@@ -10,8 +10,8 @@ benchmark alternates rounds of `--iters` back-to-back calls on each backend (few
 but at least 5) and reports the median round, so both see the same machine noise. Results are
 checked (#wrong counts elements that differ from the value computed in Python). busbw uses
 nccl-tests' factors: allreduce 2(n-1)/n; allgather, reduce-scatter and alltoall (n-1)/n;
-broadcast and send/recv 1. `--ops new_group` times forming a group of every rank and destroying
-it (with OCCL_AUTH_KEY set, occl's groups form with the key's handshake).
+broadcast and send/recv 1. `--ops new_group` times forming a group of every rank (destroyed after
+the round; with OCCL_AUTH_KEY set, occl's groups form with the key's handshake).
 
 floor(us) is a plain copy timed in rounds of its own between the backends' (so it finds the
 caches as cold as they do): every rank at once copies, with `copy_`, its share of the bytes the
@@ -50,7 +50,7 @@ OPS = (
     "barrier",
     "send_recv",
 )
-# Timed only when asked for (--ops new_group): forming a group of every rank and destroying it.
+# Timed only when asked for (--ops new_group): forming a group of every rank.
 FORMATION_OPS = ("new_group",)
 SIZELESS_OPS = ("barrier", "new_group")
 MIN_ITERS_PER_ROUND = 5
@@ -107,10 +107,18 @@ class _Case:
         else:
             self.data = self.expected = None
         self.fill = fill
+        self.formed = []  # new_group's groups, destroyed after the round
 
     def reset(self) -> None:
         if self.op in ("all_reduce", "broadcast", "send_recv"):
             self.data.fill_(self.fill)
+        if self.formed:
+            # Only once every rank has formed them all: gloo's links break if a peer's group
+            # goes while it still connects.
+            dist.barrier()
+            for group in self.formed:
+                dist.destroy_process_group(group)
+            self.formed.clear()
 
     def run(self, group) -> None:
         op = self.op
@@ -125,7 +133,7 @@ class _Case:
         elif op == "all_to_all_single":
             dist.all_to_all_single(self.out, self.data, group=group)
         elif op == "new_group":
-            dist.destroy_process_group(dist.new_group(backend=dist.get_backend(group)))
+            self.formed.append(dist.new_group(backend=dist.get_backend(group)))
         elif op == "send_recv":
             # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
             if self.rank == 0:
