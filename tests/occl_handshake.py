@@ -26,12 +26,16 @@ def hello(rank, size, secret, pid=0, nonce=None, flags=0, magic=MAGIC, version=V
                       os.urandom(16))
 
 
-def mac(key, role, channel, hello_bytes, acceptor, acceptor_challenge):
+def mac(key, role, channel, record, hello_bytes, acceptor, acceptor_challenge, verdict=None):
+    """The connector's proof (role "connect") or the acceptor's ("accept", of `verdict`), over
+    what both sent and the acceptor's entry in the store (`record`)."""
     if key is None:
         return bytes(32)
-    transcript = (b"occl connect" if role == "connect" else b"occl accept") + b"\0" + \
-        channel.encode() + b"\0" + str(acceptor).encode() + b"\0" + hello_bytes + \
-        acceptor_challenge
+    fields = [b"occl connect" if role == "connect" else b"occl accept", channel.encode(),
+              str(acceptor).encode(), record.encode()]
+    transcript = b"\0".join(fields) + b"\0" + hello_bytes + acceptor_challenge
+    if role == "accept":
+        transcript += struct.pack("<I", verdict)
     return hmac.new(key, transcript, hashlib.sha256).digest()
 
 
@@ -45,21 +49,23 @@ def _recv(sock, size):
     return data
 
 
-def join(address, acceptor, rank, size, secret, *, channel="collective", key=None, pid=0,
+def join(record, acceptor, rank, size, secret, *, channel="collective", key=None, pid=0,
          nonce=None, timeout=20):
-    """Joins `acceptor` (listening at `address`, "host port ...") as `rank`. Returns the verdict's
-    name and the socket, left open so that an accepted impostor keeps its place."""
-    host, port = address.split()[:2]
+    """Joins `acceptor` at the address of its entry in the store (`record`: "host port pid
+    nonce") as `rank`. Returns the verdict's name and the socket, left open so that an accepted
+    impostor keeps its place."""
+    host, port = record.split()[:2]
     sock = socket.create_connection((host, int(port)), timeout=timeout)
     greeting = hello(rank, size, secret, pid=pid, nonce=nonce,
                      flags=HOLDS_KEY if key is not None else 0)
     sock.sendall(greeting)
     magic, challenge = CHALLENGE.unpack(_recv(sock, CHALLENGE.size))
     assert magic == MAGIC, hex(magic)
-    sock.sendall(mac(key, "connect", channel, greeting, acceptor, challenge))
+    sock.sendall(mac(key, "connect", channel, record, greeting, acceptor, challenge))
     magic, verdict, answering, answer_secret, answer_mac = ANSWER.unpack(_recv(sock, ANSWER.size))
     assert (magic, answering, answer_secret) == (MAGIC, acceptor, secret)
     name = VERDICTS[verdict]
-    if name == "Accepted":
-        assert answer_mac == mac(key, "accept", channel, greeting, acceptor, challenge)
+    if name in ("Accepted", "RankTaken", "NotAnnounced"):  # given once the proof matched
+        assert answer_mac == mac(key, "accept", channel, record, greeting, acceptor, challenge,
+                                 verdict), name
     return name, sock

@@ -62,6 +62,28 @@ def test_survivors_of_a_death_during_bootstrap_name_it_within_5s(victim, transpo
         stop(procs.values())
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_restart_after_rank_0_accepted_rank_1_forms_the_group(transport):
+    """The interrupted attempt left its pointer and rank 0's record of accepting rank 1. The new
+    rank 1 starts first, follows that pointer and is refused there: an old attempt, not an
+    impostor, so it starts over once the new rank 0 starts."""
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=60))
+    old = [start_rank(r, 3, store, transport) for r in (0, 1)]
+    new = {}
+    try:
+        store.wait([KEYS + "collective/joined/0/1"])
+        stop(old)
+        new[1] = start_rank(1, 3, store, transport)
+        time.sleep(1.0)  # within the 2 s it waits for the pointer to move on
+        new.update({r: start_rank(r, 3, store, transport) for r in (0, 2)})
+        for rank, proc in sorted(new.items()):
+            out, err = proc.communicate(timeout=90)
+            assert out.strip() == "ok", f"rank {rank}: {out!r} {err[-2000:]}"
+    finally:
+        stop(old + list(new.values()))
+
+
 def _free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

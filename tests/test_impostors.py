@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime
 import os
 import secrets
+import socket
+import threading
 
 import pytest
 import torch.distributed as dist
@@ -116,10 +118,12 @@ def test_with_a_key_impostors_are_refused_and_the_ranks_form_the_group(transport
     key_file = tmp_path / "occl.key"
     key_file.write_text(key + "\n")  # as `openssl rand -hex 32 > file` writes it
     key_file.chmod(0o600)
+    linked = tmp_path / "mounted.key"  # as a mounted secret is: a link to the file
+    linked.symlink_to(key_file)
     store = _store()
     # Rank 0 reads the key from a file, the others from the environment: the same key.
     rank_0, address, secret = _listening_rank_0(store, 3, transport,
-                                                OCCL_AUTH_KEY_FILE=str(key_file))
+                                                OCCL_AUTH_KEY_FILE=str(linked))
     procs = {0: rank_0}
     try:
         # Everything the store holds, and it is not enough: without a key, with a guessed one.
@@ -153,6 +157,43 @@ def test_the_mac_is_hmac_sha256_of_the_documented_transcript():
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_with_a_key_a_relay_at_an_address_written_into_the_store_fails_formation(transport):
+    """A process without the key rewrites rank 0's entry to point at a relay of its own, which
+    forwards every byte both ways: the proofs cover the entry each end knows, so they differ."""
+    key = secrets.token_hex(32)
+    store = _store()
+    rank_0, record, _ = _listening_rank_0(store, 2, transport, OCCL_AUTH_KEY=key)
+    procs = {0: rank_0}
+    relay = socket.create_server(("127.0.0.1", 0))
+    relayed = []
+
+    def pump(source, sink):
+        while data := source.recv(65536):
+            relayed.append(len(data))
+            sink.sendall(data)
+
+    def serve():
+        client, _ = relay.accept()
+        host, port = record.split()[:2]
+        upstream = socket.create_connection((host, int(port)))
+        for ends in ((client, upstream), (upstream, client)):
+            threading.Thread(target=pump, args=ends, daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    host, _, pid, nonce = record.split()
+    store.set(ADDRESS_0, f"{host} {relay.getsockname()[1]} {pid} {nonce}")
+    try:
+        procs[1] = start_rank(1, 2, store, transport, OCCL_AUTH_KEY=key)
+        _all_fail_naming(procs, "rank 0 refused rank 1: their keys differ (OCCL_AUTH_KEY or "
+                                "OCCL_AUTH_KEY_FILE must be the same on every rank), or someone "
+                                "changed rank 0's address in the store")
+        assert relayed, "rank 1 never went through the relay: the test tested nothing"
+    finally:
+        relay.close()
+        stop(procs.values())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_rank_with_another_key_is_refused_by_name(transport):
     key, other_key = secrets.token_hex(32), secrets.token_hex(32)
     store = _store()
@@ -170,20 +211,27 @@ def test_a_rank_with_another_key_is_refused_by_name(transport):
 
 @pytest.mark.parametrize(("setting", "words"), [
     ({"OCCL_AUTH_KEY": "too short"}, "the key in OCCL_AUTH_KEY has 9 bytes; it must have at "
-                                     "least 16"),
+                                     "least 32"),
     ({"OCCL_AUTH_KEY": "k" * 32, "OCCL_AUTH_KEY_FILE": "/nonexistent"},
      "both OCCL_AUTH_KEY and OCCL_AUTH_KEY_FILE are set; set only one of them"),
     ({"OCCL_AUTH_KEY_FILE": "{dir}/absent.key"}, "cannot open OCCL_AUTH_KEY_FILE ({dir}/absent"
                                                  ".key): No such file or directory"),
     ({"OCCL_AUTH_KEY_FILE": "{dir}/open.key"}, "OCCL_AUTH_KEY_FILE ({dir}/open.key) has mode "
-                                               "0644: others may read it; the key file must be "
-                                               "readable by its owner only (chmod 600)"),
-], ids=["short", "both", "absent-file", "readable-file"])
+                                               "0644: group or others may access it; the key "
+                                               "file must be its owner's alone (chmod 600)"),
+    ({"OCCL_AUTH_KEY_FILE": "{dir}/fifo"}, "OCCL_AUTH_KEY_FILE ({dir}/fifo) is not a regular "
+                                           "file"),
+    ({"OCCL_AUTH_KEY_FILE": "{dir}/large.key"}, "OCCL_AUTH_KEY_FILE ({dir}/large.key) has 5000 "
+                                                "bytes: a key file holds one key, at most 4096"),
+], ids=["short", "both", "absent-file", "readable-file", "fifo", "large-file"])
 def test_a_bad_key_setting_is_refused_naming_the_variable_and_the_rule(setting, words, tmp_path,
                                                                        monkeypatch):
     secret = "an-0644-key-" + secrets.token_hex(16)
     (tmp_path / "open.key").write_text(secret)
     (tmp_path / "open.key").chmod(0o644)
+    os.mkfifo(tmp_path / "fifo", 0o600)  # opening it must not wait for a writer
+    (tmp_path / "large.key").write_text("k" * 5000)
+    (tmp_path / "large.key").chmod(0o600)
     for name, value in setting.items():
         monkeypatch.setenv(name, value.format(dir=tmp_path))
     with pytest.raises(dist.DistBackendError) as raised:

@@ -16,6 +16,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -70,8 +71,8 @@ def _flood(host, port, rng):
     return silent
 
 
-def _start_rank(rank, port):
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+def _start_rank(rank, port, **extra_env):
+    env = {**os.environ, **extra_env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
            "TORCHELASTIC_USE_AGENT_STORE": "True", "RANK": str(rank), "WORLD_SIZE": "2",
            "OCCL_TRANSPORT": "tcp", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -116,3 +117,48 @@ def test_flood_of_strangers_during_bootstrap_leaves_the_group_intact():
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=10)
+
+
+def _hold_silent_connections(host, port, flooding):
+    held = []
+    while flooding.is_set():
+        try:
+            held.append(socket.create_connection((host, port), timeout=1))
+        except OSError:
+            time.sleep(0.01)  # refused once the rank stops listening
+        if len(held) > 300:
+            held.pop(0).close()
+    for s in held:
+        s.close()
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["no-key", "key"])
+def test_strangers_that_keep_every_slot_full_cannot_crowd_out_a_rank(keyed):
+    """Eight threads hold open more silent connections than a rank hears out at once, while rank
+    1 joins: a connection that showed the secret keeps its place, and one crowded out before it
+    could is tried again."""
+    key = {"OCCL_AUTH_KEY": "k" * 64} if keyed else {}
+    for group in range(2):
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=60))
+        ranks = [_start_rank(0, store.port, **key)]
+        flooding = threading.Event()
+        flooding.set()
+        try:
+            store.wait([ADDRESS_KEY])
+            host, port = store.get(ADDRESS_KEY).decode().split()[:2]
+            for _ in range(8):
+                threading.Thread(target=_hold_silent_connections,
+                                 args=(host, int(port), flooding), daemon=True).start()
+            time.sleep(0.5)
+            ranks.append(_start_rank(1, store.port, **key))
+            for rank, proc in enumerate(ranks):
+                line = proc.stdout.readline()
+                assert line.strip() == "ok 3.0", (
+                    f"group {group}, rank {rank}: {line!r} "
+                    f"{proc.stderr.read() if proc.poll() is not None else ''}")
+        finally:
+            flooding.clear()
+            for proc in ranks:
+                proc.kill()
+                proc.wait(timeout=10)

@@ -20,8 +20,11 @@ namespace {
 
 const char* const kKeyVariable = "OCCL_AUTH_KEY";
 const char* const kKeyFileVariable = "OCCL_AUTH_KEY_FILE";
-// Shorter keys are guessable; `openssl rand -hex 32` makes a good one.
-constexpr size_t kMinKeyBytes = 16;
+// Anyone who saw a handshake may try keys offline against its MACs: a short key, a word, falls.
+// `openssl rand -hex 32` makes a good one.
+constexpr size_t kMinKeyBytes = 32;
+// A key file holds one key; a larger one is a mistake (the wrong path).
+constexpr off_t kMaxKeyFileBytes = 4096;
 
 [[noreturn]] void reject(const std::string& why) {
   throw TransportError(TransportError::Kind::System, why);
@@ -33,21 +36,27 @@ std::string mode_text(mode_t mode) {
   return text;
 }
 
-// The file's contents, refusing a file that anyone but its owner (this user) could read or write.
+// The file's contents, refusing a file that anyone but its owner (this user, or root, as for a
+// mounted secret) could read or write. The checks are of the file opened (a symlink's target), so
+// it cannot change between them and the read.
 std::vector<uint8_t> read_key_file(const std::string& path) {
   const std::string what = std::string(kKeyFileVariable) + " (" + path + ")";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Non-blocking: a FIFO at the path must not stall init.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw_system("cannot open " + what);
   struct stat info {};
   std::vector<uint8_t> key;
   std::string problem;
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     problem = what + " is not a regular file";
-  } else if (info.st_uid != ::geteuid()) {
-    problem = what + " belongs to another user: the key file must be this user's own";
+  } else if (info.st_uid != ::geteuid() && info.st_uid != 0) {
+    problem = what + " belongs to another user: the key file must be this user's own (or root's)";
+  } else if (info.st_size > kMaxKeyFileBytes) {
+    problem = what + " has " + std::to_string(info.st_size) + " bytes: a key file holds one key, " +
+              "at most " + std::to_string(kMaxKeyFileBytes) + " bytes";
   } else if ((info.st_mode & 077) != 0) {
     problem = what + " has mode " + mode_text(info.st_mode) +
-              ": others may read it; the key file must be readable by its owner only (chmod 600)";
+              ": group or others may access it; the key file must be its owner's alone (chmod 600)";
   } else {
     key.resize(static_cast<size_t>(info.st_size));
     size_t got = 0;

@@ -76,14 +76,19 @@ std::string describe(const Socket& socket, const Hello& hello) {
   return "from " + socket.peer_name() + ", pid " + std::to_string(hello.pid);
 }
 
+// A connection closed before its Challenge came may have been crowded out by strangers (see
+// accept_members): it is tried again this many times in all.
+constexpr int kHelloTries = 5;
+constexpr auto kHelloRetryPause = std::chrono::milliseconds(10);
+
 // Connections being heard out at once: enough that a flood of strangers cannot crowd out a
 // member for long, few enough that it cannot exhaust the process's descriptors.
 constexpr size_t kMaxCandidates = 64;
 
 // A handshake message to a candidate: false if it went away first.
-bool send_within(const Socket& socket, const void* data, size_t bytes, Deadline now) {
+bool send_within(const Socket& socket, const void* data, size_t bytes, Deadline by) {
   try {
-    socket.send_all(data, bytes, now + kHelloTimeout);
+    socket.send_all(data, bytes, by);
     return true;
   } catch (const TransportError&) {
     return false;
@@ -187,21 +192,20 @@ void Bootstrap::check_watched() {
 
 // A rank that found another gone says so in the store, so that the ranks it leaves behind name
 // the rank that is gone, not the one that gave up (who then refuses them too).
-void Bootstrap::give_up(const TransportError& error) {
+void Bootstrap::give_up(const TransportError& error, Evidence evidence) {
   const std::string key = prefix_ + "gave-up";
   const bool names_a_rank = error.kind() == TransportError::Kind::PeerClosed ||
                             error.kind() == TransportError::Kind::Protocol;
   if (!prefix_.empty() && names_a_rank && !store_->check({key})) {
     store_->set(key, bytes_of("rank " + std::to_string(rank_) + " gave up: " + error.what()));
   }
-  leave(error);
+  leave(error, evidence);
 }
 
 // Throws `error`, unless this rank may have followed an old generation's pointer (see
 // bootstrap.hpp): then it waits a little for the pointer to move on, and starts over if it does.
-// A handshake refused for a reason (Protocol) was with this generation's member.
-void Bootstrap::leave(const TransportError& error) {
-  if (joining_ && rank_ > 0 && error.kind() != TransportError::Kind::Protocol) {
+void Bootstrap::leave(const TransportError& error, Evidence evidence) {
+  if (joining_ && rank_ > 0 && evidence == Evidence::MaybeStale) {
     const Deadline grace = std::min(deadline_, Clock::now() + kStaleGrace);
     for (;;) {
       if (generation_moved_on()) throw StaleGeneration{};
@@ -253,7 +257,7 @@ std::vector<Socket> Bootstrap::connect_links(const LinkOptions& options) {
                     static_cast<uint32_t>(::getpid()), hex(member_nonce_)};
   set(address_name(options.channel, rank_), own.record());
   for (int peer = 0; peer < rank_; ++peer) links[peer] = connect_member(peer, options);
-  accept_members(listener, options, links);
+  accept_members(listener, own.record(), options, links);
   if (options.loopback_send_buffer_bytes > 0) {
     for (const Socket& link : links) {
       if (link.valid() && link.loopback()) link.limit_send_buffer(options.loopback_send_buffer_bytes);
@@ -263,7 +267,7 @@ std::vector<Socket> Bootstrap::connect_links(const LinkOptions& options) {
 }
 
 Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
-  const Address address = parse_address(wait(address_name(options.channel, peer)));
+  const std::string published = wait(address_name(options.channel, peer));
   Hello hello{};
   hello.magic = kHandshakeMagic;
   hello.version = kHandshakeVersion;
@@ -273,45 +277,18 @@ Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
   hello.pid = static_cast<uint32_t>(::getpid());
   hello.secret = secret_;
   hello.member_nonce = member_nonce_;
-  hello.challenge = random_nonce();
-  std::optional<Verdict> refused;  // for a reason the answer gives
-  std::string failure;             // else what went wrong
-  try {
-    Socket socket = Socket::connect(address.host, address.port, deadline_, false);
-    const Deadline hello_by = std::min(deadline_, Clock::now() + kHelloTimeout);
-    socket.send_all(&hello, sizeof(hello), hello_by);
-    Challenge challenge{};
-    socket.recv_all(&challenge, sizeof(challenge), hello_by);
-    Answer answer{};
-    if (challenge.magic == kHandshakeMagic) {
-      const Proof proof{handshake_mac(auth_key(), Role::Connector, options.channel, hello, peer,
-                                      challenge.challenge)};
-      socket.send_all(&proof, sizeof(proof), hello_by);
-      socket.recv_all(&answer, sizeof(answer), hello_by);
-    }
-    const Mac expected = handshake_mac(auth_key(), Role::Acceptor, options.channel, hello, peer,
-                                       challenge.challenge);
-    if (answer.magic != kHandshakeMagic || answer.rank != peer ||
-        !equal_bytes(answer.secret.data(), secret_.data(), secret_.size())) {
-      failure = "it answered with a bad handshake";
-    } else if (answer.verdict != Verdict::Accepted) {
-      refused = answer.verdict;
-    } else if (!equal_bytes(answer.mac.data(), expected.data(), expected.size())) {
-      failure = "it accepted rank " + std::to_string(rank_) + " without proving it holds the key";
-    } else {
-      return socket;
-    }
-  } catch (const TransportError& e) {
-    if (e.kind() == TransportError::Kind::Timeout && Clock::now() >= deadline_) {
-      throw TransportError(TransportError::Kind::Timeout,
-                           "timed out connecting to rank " + std::to_string(peer) + " at " +
-                               address.text());
-    }
-    failure = e.what();
+  Attempt attempt;
+  for (int tries = 1;; ++tries) {
+    hello.challenge = random_nonce();
+    attempt = handshake_with(peer, options.channel, published, hello);
+    if (!attempt.crowded_out || tries == kHelloTries) break;
+    std::this_thread::sleep_for(kHelloRetryPause);
   }
-  if (refused) {
+  if (attempt.socket.valid()) return std::move(attempt.socket);
+  if (attempt.refused) {
     give_up(TransportError(TransportError::Kind::Protocol,
-                           refusal_reason(*refused, peer, rank_)));
+                           refusal_reason(*attempt.refused, peer, rank_)),
+            Evidence::ThisGeneration);
   }
   // Refused, closed or answered wrongly where this generation says the rank listens: it gave
   // up because another rank is gone, it took another process for this rank, or it is gone itself.
@@ -319,7 +296,54 @@ Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
   check_taken(peer, options.channel, hello);
   give_up(TransportError(TransportError::Kind::PeerClosed,
                          "rank " + std::to_string(peer) + " left during bootstrap (at " +
-                             address.text() + ", which it published: " + failure + ")"));
+                             parse_address(published).text() + ", which it published: " +
+                             attempt.failure + ")"));
+}
+
+// One connection to `peer` at the address it `published`, and the handshake on it.
+Bootstrap::Attempt Bootstrap::handshake_with(int peer, const std::string& channel,
+                                             const std::string& published, const Hello& hello) {
+  const Address address = parse_address(published);
+  Attempt attempt;
+  bool connected = false, challenged = false;
+  try {
+    Socket socket = Socket::connect(address.host, address.port, deadline_, false);
+    connected = true;
+    const Deadline hello_by = std::min(deadline_, Clock::now() + kHelloTimeout);
+    socket.send_all(&hello, sizeof(hello), hello_by);
+    Challenge challenge{};
+    socket.recv_all(&challenge, sizeof(challenge), hello_by);
+    challenged = true;
+    Answer answer{};
+    if (challenge.magic == kHandshakeMagic) {
+      const Proof proof{connector_proof(auth_key(), channel, published, peer, hello,
+                                        challenge.challenge)};
+      socket.send_all(&proof, sizeof(proof), hello_by);
+      socket.recv_all(&answer, sizeof(answer), hello_by);
+    }
+    const Mac expected = acceptor_proof(auth_key(), channel, published, peer, hello,
+                                        challenge.challenge, answer.verdict);
+    if (answer.magic != kHandshakeMagic || answer.rank != peer ||
+        !equal_bytes(answer.secret.data(), secret_.data(), secret_.size())) {
+      attempt.failure = "it answered with a bad handshake";
+    } else if (verdict_after_proof(answer.verdict) &&
+               !equal_bytes(answer.mac.data(), expected.data(), expected.size())) {
+      attempt.failure = "it answered without proving it holds the key";
+    } else if (answer.verdict != Verdict::Accepted) {
+      attempt.refused = answer.verdict;
+    } else {
+      attempt.socket = std::move(socket);
+    }
+  } catch (const TransportError& e) {
+    if (e.kind() == TransportError::Kind::Timeout && Clock::now() >= deadline_) {
+      throw TransportError(TransportError::Kind::Timeout,
+                           "timed out connecting to rank " + std::to_string(peer) + " at " +
+                               address.text());
+    }
+    attempt.failure = e.what();
+    attempt.crowded_out = connected && !challenged;
+  }
+  return attempt;
 }
 
 // Throws if `peer` accepted another connection as this rank (it then stopped listening, or
@@ -371,8 +395,8 @@ void Bootstrap::probe_unconnected(const LinkOptions& options, const std::vector<
 // Accepts connections until every rank above this one has completed the handshake, and stores
 // its socket in links[peer]. Candidates are heard out concurrently, each within kHelloTimeout,
 // so strangers that send garbage, too little or nothing at all cost a member nothing but a slot.
-void Bootstrap::accept_members(const Socket& listener, const LinkOptions& options,
-                               std::vector<Socket>& links) {
+void Bootstrap::accept_members(const Socket& listener, const std::string& own_record,
+                               const LinkOptions& options, std::vector<Socket>& links) {
   int missing = size_ - rank_ - 1;
   std::vector<std::string> joined_from(static_cast<size_t>(size_));  // describe() of each link
   std::vector<Candidate> candidates;
@@ -387,6 +411,7 @@ void Bootstrap::accept_members(const Socket& listener, const LinkOptions& option
       throw TransportError(TransportError::Kind::System, "poll while accepting ranks");
     }
     const Deadline now = Clock::now();
+    const Deadline answer_by = std::min(deadline_, now + kHelloTimeout);
     if (now >= deadline_) {
       std::string absent;
       for (int r = rank_ + 1; r < size_; ++r) {
@@ -422,18 +447,18 @@ void Bootstrap::accept_members(const Socket& listener, const LinkOptions& option
         }
         c.challenge = random_nonce();
         const Challenge challenge{kHandshakeMagic, c.challenge};
-        if (!send_within(c.socket, &challenge, sizeof(challenge), now)) c.expires = now;
+        if (!send_within(c.socket, &challenge, sizeof(challenge), answer_by)) c.expires = now;
         c.sent_challenge = true;
         continue;
       }
       c.expires = now;  // heard out: a member moves to links, anyone else is dropped
-      const Verdict verdict = judge(c, options.channel, links);
+      const Verdict verdict = judge(c, own_record, options.channel, links);
       Answer answer{kHandshakeMagic, verdict, rank_, secret_, Mac{}};
-      if (verdict == Verdict::Accepted) {
-        answer.mac = handshake_mac(auth_key(), Role::Acceptor, options.channel, c.hello, rank_,
-                                   c.challenge);
+      if (verdict_after_proof(verdict)) {
+        answer.mac = acceptor_proof(auth_key(), options.channel, own_record, rank_, c.hello,
+                                    c.challenge, verdict);
       }
-      const bool answered = send_within(c.socket, &answer, sizeof(answer), now);
+      const bool answered = send_within(c.socket, &answer, sizeof(answer), answer_by);
       const int peer = c.hello.rank;
       if (verdict == Verdict::RankTaken) {
         give_up(TransportError(TransportError::Kind::Protocol,
@@ -441,14 +466,16 @@ void Bootstrap::accept_members(const Socket& listener, const LinkOptions& option
                                    std::to_string(peer) + ", first " + joined_from[peer] +
                                    ", then " + describe(c.socket, c.hello) +
                                    ": one of them is not rank " + std::to_string(peer) +
-                                   kImpostorHint));
+                                   kImpostorHint),
+                Evidence::ThisGeneration);
       }
       if (verdict == Verdict::NotAnnounced) {
         give_up(TransportError(TransportError::Kind::Protocol,
                                "a process " + describe(c.socket, c.hello) +
                                    " presented itself as rank " + std::to_string(peer) +
                                    ", which published another pid or nonce, or none yet: it is "
-                                   "not rank " + std::to_string(peer) + kImpostorHint));
+                                   "not rank " + std::to_string(peer) + kImpostorHint),
+                Evidence::ThisGeneration);
       }
       // A rank refused for its key gives up, telling the others. One gone before the answer:
       // it will time out, or its rank connects again.
@@ -463,7 +490,13 @@ void Bootstrap::accept_members(const Socket& listener, const LinkOptions& option
                                     [&](const Candidate& c) { return c.expires <= now; }),
                      candidates.end());
     for (Socket s = listener.accept(now); s.valid(); s = listener.accept(now)) {
-      if (candidates.size() == kMaxCandidates) candidates.erase(candidates.begin());  // oldest
+      if (candidates.size() == kMaxCandidates) {
+        // Room is made by the oldest that has not shown the secret: one that did keeps its place.
+        auto unproven = std::find_if(candidates.begin(), candidates.end(),
+                                     [](const Candidate& c) { return !c.sent_challenge; });
+        if (unproven == candidates.end()) continue;  // drops the newcomer
+        candidates.erase(unproven);
+      }
       Candidate candidate;
       candidate.socket = std::move(s);
       candidate.expires = now + kHelloTimeout;
@@ -475,13 +508,13 @@ void Bootstrap::accept_members(const Socket& listener, const LinkOptions& option
 // What the acceptor answers a connection that sent a well-formed Hello with the secret, and its
 // Proof. Checks of the key come first: without a key, nobody can be told apart from the rank it
 // claims to be, so a second claim of a rank, or one the store does not announce, is an impostor.
-Verdict Bootstrap::judge(const Candidate& c, const std::string& channel,
-                         const std::vector<Socket>& links) {
+Verdict Bootstrap::judge(const Candidate& c, const std::string& own_record,
+                         const std::string& channel, const std::vector<Socket>& links) {
   const bool holds_key = (c.hello.flags & kHelloHoldsKey) != 0;
   if (key_ && !holds_key) return Verdict::KeyRequired;
   if (!key_ && holds_key) return Verdict::KeyUnexpected;
   const Mac expected =
-      handshake_mac(auth_key(), Role::Connector, channel, c.hello, rank_, c.challenge);
+      connector_proof(auth_key(), channel, own_record, rank_, c.hello, c.challenge);
   if (!equal_bytes(c.proof.mac.data(), expected.data(), expected.size())) {
     return Verdict::KeyRejected;
   }

@@ -81,17 +81,29 @@ class Bootstrap {
   bool generation_moved_on();
   std::vector<Socket> connect_links(const LinkOptions& options);
   Socket connect_member(int peer, const LinkOptions& options);
+  struct Attempt {
+    Socket socket;                   // valid once accepted
+    std::optional<Verdict> refused;  // refused, for the reason the answer gives
+    std::string failure;             // else what went wrong
+    bool crowded_out = false;        // closed before its Challenge came
+  };
+  Attempt handshake_with(int peer, const std::string& channel, const std::string& published,
+                         const Hello& hello);
   void check_taken(int peer, const std::string& channel, const Hello& hello);
   struct Candidate;
-  void accept_members(const Socket& listener, const LinkOptions& options,
-                      std::vector<Socket>& links);
-  Verdict judge(const Candidate& candidate, const std::string& channel,
-                const std::vector<Socket>& links);
+  void accept_members(const Socket& listener, const std::string& own_record,
+                      const LinkOptions& options, std::vector<Socket>& links);
+  Verdict judge(const Candidate& candidate, const std::string& own_record,
+                const std::string& channel, const std::vector<Socket>& links);
   void probe_unconnected(const LinkOptions& options, const std::vector<Socket>& links);
   void check_watched();
   void check_given_up();
-  [[noreturn]] void give_up(const TransportError& error);
-  [[noreturn]] void leave(const TransportError& error);
+  // Whether the rank an error names answered with this generation's secret: then this rank did
+  // not follow an old pointer, and leaves without the grace for that.
+  enum class Evidence { MaybeStale, ThisGeneration };
+  [[noreturn]] void give_up(const TransportError& error,
+                            Evidence evidence = Evidence::MaybeStale);
+  [[noreturn]] void leave(const TransportError& error, Evidence evidence = Evidence::MaybeStale);
 
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_;

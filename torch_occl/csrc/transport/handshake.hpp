@@ -4,8 +4,9 @@
 //                                     published there (pid, nonce), a fresh challenge, whether it
 //                                     holds a key
 //   acceptor -> connector  Challenge  a fresh challenge of the acceptor's
-//   connector -> acceptor  Proof      HMAC(key, transcript of both challenges, "connect")
-//   acceptor -> connector  Answer     the verdict, and HMAC(key, the same transcript, "accept")
+//   connector -> acceptor  Proof      HMAC(key, "connect", transcript of both challenges)
+//   acceptor -> connector  Answer     the verdict, and HMAC(key, "accept", the same transcript,
+//                                     the verdict)
 //
 // Without a key the MACs are zero. The acceptor drops a connection whose Hello is malformed or
 // lacks the secret without a word (a stranger); anyone else gets an Answer saying why it was
@@ -65,17 +66,25 @@ struct Answer {
 static_assert(sizeof(Hello) == 72 && sizeof(Challenge) == 20 && sizeof(Proof) == 32 &&
               sizeof(Answer) == 60, "the handshake's wire format");
 
-enum class Role { Connector, Acceptor };
-
 // Ends the errors about a process that took a rank's place: without a key, anyone who read the
 // store could have sent what the real rank sends.
 constexpr const char* kImpostorHint =
     " (someone who read the group's secret in the store; set OCCL_AUTH_KEY to keep them out)";
 
-// The MAC of `role` over everything both ends said: `hello` (which names the connector and the
-// group), the acceptor's rank and challenge, and the channel. Zero without a key.
-Mac handshake_mac(const AuthKey* key, Role role, const std::string& channel, const Hello& hello,
-                  int acceptor, const Nonce& acceptor_challenge);
+// The MACs (zero without a key) cover everything both ends said and where the connector found
+// the acceptor: its entry in the store (`acceptor_record`, as the connector read it and as the
+// acceptor wrote it), so a relay at an address someone wrote into the store fails the check.
+Mac connector_proof(const AuthKey* key, const std::string& channel,
+                    const std::string& acceptor_record, int acceptor, const Hello& hello,
+                    const Nonce& acceptor_challenge);
+// The acceptor's also covers its verdict.
+Mac acceptor_proof(const AuthKey* key, const std::string& channel,
+                   const std::string& acceptor_record, int acceptor, const Hello& hello,
+                   const Nonce& acceptor_challenge, Verdict verdict);
+
+// Whether the acceptor gives `verdict` only once the connector's proof matched; such an Answer
+// carries the acceptor's proof. (Refusals for the key cannot: the two share no key.)
+bool verdict_after_proof(Verdict verdict);
 
 // Why the acceptor refused the connector, in words for the connector's error.
 std::string refusal_reason(Verdict verdict, int acceptor, int connector);
