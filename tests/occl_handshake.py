@@ -13,7 +13,7 @@ import os
 import socket
 import struct
 
-MAGIC, VERSION, HOLDS_KEY = 0x4F434C48, 2, 1
+MAGIC, VERSION, HOLDS_KEY = 0x4F434C48, 3, 1
 HELLO = struct.Struct("<IIiiII16s16s16s")
 CHALLENGE = struct.Struct("<I16s")
 ANSWER = struct.Struct("<IIi16s32s")

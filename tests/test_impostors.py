@@ -15,12 +15,13 @@ import os
 import secrets
 import socket
 import threading
+import time
 
 import pytest
 import torch.distributed as dist
 
 from dist_harness import occl_only
-from occl_handshake import join
+from occl_handshake import hello, join
 from rank_processes import KEYS, TRANSPORTS, failure, start_rank, stop, succeeded
 
 pytestmark = occl_only("occl's bootstrap")
@@ -137,6 +138,46 @@ def test_with_a_key_impostors_are_refused_and_the_ranks_form_the_group(transport
         for name in keys:
             assert key not in name and key.encode() not in store.get(name), name
     finally:
+        stop(procs.values())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_with_a_key_store_readers_holding_every_slot_cannot_keep_the_ranks_out(transport):
+    """Four threads keep opening connections that present the secret and then stay silent, more
+    than rank 0 hears out at once: a connection silent after its Challenge gives way."""
+    key = secrets.token_hex(32)
+    store = _store()
+    rank_0, record, secret = _listening_rank_0(store, 2, transport, OCCL_AUTH_KEY=key)
+    procs = {0: rank_0}
+    host, port = record.split()[:2]
+    holding = threading.Event()
+    holding.set()
+
+    def hold_slots():
+        held = []
+        while holding.is_set():
+            try:
+                s = socket.create_connection((host, int(port)), timeout=1)
+                s.sendall(hello(1, 2, secret))
+                held.append(s)
+            except OSError:
+                time.sleep(0.01)  # refused once rank 0 stops listening
+            if len(held) > 100:
+                held.pop(0).close()
+            time.sleep(0.002)
+        for s in held:
+            s.close()
+
+    threads = [threading.Thread(target=hold_slots, daemon=True) for _ in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        procs[1] = start_rank(1, 2, store, transport, OCCL_AUTH_KEY=key)
+        for rank, proc in sorted(procs.items()):
+            succeeded(rank, proc)
+    finally:
+        holding.clear()
         stop(procs.values())
 
 

@@ -36,9 +36,9 @@ std::string mode_text(mode_t mode) {
   return text;
 }
 
-// The file's contents, refusing a file that anyone but its owner (this user, or root, as for a
-// mounted secret) could read or write. The checks are of the file opened (a symlink's target), so
-// it cannot change between them and the read.
+// The file's contents, refusing a file that anyone but its owner (this user) could read or write.
+// The checks are of the file opened (a symlink's target), so it cannot change between them and
+// the read.
 std::vector<uint8_t> read_key_file(const std::string& path) {
   const std::string what = std::string(kKeyFileVariable) + " (" + path + ")";
   // Non-blocking: a FIFO at the path must not stall init.
@@ -49,8 +49,8 @@ std::vector<uint8_t> read_key_file(const std::string& path) {
   std::string problem;
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     problem = what + " is not a regular file";
-  } else if (info.st_uid != ::geteuid() && info.st_uid != 0) {
-    problem = what + " belongs to another user: the key file must be this user's own (or root's)";
+  } else if (info.st_uid != ::geteuid()) {
+    problem = what + " belongs to another user: the key file must be this user's own";
   } else if (info.st_size > kMaxKeyFileBytes) {
     problem = what + " has " + std::to_string(info.st_size) + " bytes: a key file holds one key, " +
               "at most " + std::to_string(kMaxKeyFileBytes) + " bytes";

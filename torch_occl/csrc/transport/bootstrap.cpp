@@ -76,10 +76,14 @@ std::string describe(const Socket& socket, const Hello& hello) {
   return "from " + socket.peer_name() + ", pid " + std::to_string(hello.pid);
 }
 
-// A connection closed before its Challenge came may have been crowded out by strangers (see
-// accept_members): it is tried again this many times in all.
-constexpr int kHelloTries = 5;
-constexpr auto kHelloRetryPause = std::chrono::milliseconds(10);
+// A connection closed before its Challenge came may have been crowded out (see accept_members):
+// it is tried again until the deadline, pausing longer each time up to the last.
+constexpr auto kFirstRetryPause = std::chrono::milliseconds(10);
+constexpr auto kLastRetryPause = std::chrono::milliseconds(200);
+// A rank answers a Challenge within a round trip. A connection that showed the secret but is
+// silent this long after its Challenge gives up its slot when all are taken, so that processes
+// that read the store cannot hold every slot.
+constexpr auto kProofPatience = std::chrono::milliseconds(250);
 
 // Connections being heard out at once: enough that a flood of strangers cannot crowd out a
 // member for long, few enough that it cannot exhaust the process's descriptors.
@@ -102,6 +106,7 @@ struct Bootstrap::Candidate {
   Socket socket;
   Deadline expires;
   bool sent_challenge = false;  // then it owes its Proof, else its Hello
+  Deadline challenged_at;
   size_t received = 0;          // of the message it owes
   Hello hello{};
   Nonce challenge{};
@@ -278,11 +283,18 @@ Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
   hello.secret = secret_;
   hello.member_nonce = member_nonce_;
   Attempt attempt;
-  for (int tries = 1;; ++tries) {
+  for (auto pause = kFirstRetryPause;; pause = std::min(pause * 2, kLastRetryPause)) {
     hello.challenge = random_nonce();
     attempt = handshake_with(peer, options.channel, published, hello);
-    if (!attempt.crowded_out || tries == kHelloTries) break;
-    std::this_thread::sleep_for(kHelloRetryPause);
+    if (!attempt.crowded_out) break;
+    if (Clock::now() + pause >= deadline_) {
+      throw TransportError(TransportError::Kind::Timeout,
+                           "timed out connecting to rank " + std::to_string(peer) + " at " +
+                               parse_address(published).text() +
+                               ": other connections kept taking its place (" + attempt.failure +
+                               ")");
+    }
+    std::this_thread::sleep_for(pause);
   }
   if (attempt.socket.valid()) return std::move(attempt.socket);
   if (attempt.refused) {
@@ -356,8 +368,13 @@ void Bootstrap::check_taken(int peer, const std::string& channel, const Hello& h
   record >> challenge;
   std::getline(record >> std::ws, whence);
   if (challenge == hex(hello.challenge)) return;  // it was this one
+  // The record may also be an interrupted attempt's, whose pointer this rank followed: then the
+  // grace in leave() finds the next generation, unless `peer` starts later than that.
   give_up(TransportError(TransportError::Kind::Protocol,
-                         refusal_reason(Verdict::RankTaken, peer, rank_) + "; it came " + whence));
+                         refusal_reason(Verdict::RankTaken, peer, rank_) + "; it came " + whence +
+                             ". (Or rank " + std::to_string(peer) + " has not started yet and " +
+                             "this is what an earlier attempt left in the store: start every " +
+                             "rank within 2 s of the others.)"));
 }
 
 // Ranks whose links of this set have closed, and higher ranks that have published an address
@@ -449,6 +466,7 @@ void Bootstrap::accept_members(const Socket& listener, const std::string& own_re
         const Challenge challenge{kHandshakeMagic, c.challenge};
         if (!send_within(c.socket, &challenge, sizeof(challenge), answer_by)) c.expires = now;
         c.sent_challenge = true;
+        c.challenged_at = now;
         continue;
       }
       c.expires = now;  // heard out: a member moves to links, anyone else is dropped
@@ -489,13 +507,23 @@ void Bootstrap::accept_members(const Socket& listener, const std::string& own_re
     candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
                                     [&](const Candidate& c) { return c.expires <= now; }),
                      candidates.end());
-    for (Socket s = listener.accept(now); s.valid(); s = listener.accept(now)) {
+    // At most a table's worth per pass, so that a flood of connections cannot keep this loop
+    // from its deadline and its probes.
+    for (size_t accepted = 0; accepted < kMaxCandidates; ++accepted) {
+      Socket s = listener.accept(now);
+      if (!s.valid()) break;
       if (candidates.size() == kMaxCandidates) {
-        // Room is made by the oldest that has not shown the secret: one that did keeps its place.
-        auto unproven = std::find_if(candidates.begin(), candidates.end(),
-                                     [](const Candidate& c) { return !c.sent_challenge; });
-        if (unproven == candidates.end()) continue;  // drops the newcomer
-        candidates.erase(unproven);
+        // Room is made by the oldest that has not shown the secret, else by the oldest that
+        // showed it but has not answered its Challenge in time; if none, the newcomer is dropped.
+        auto victim = std::find_if(candidates.begin(), candidates.end(),
+                                   [](const Candidate& c) { return !c.sent_challenge; });
+        if (victim == candidates.end()) {
+          victim = std::find_if(candidates.begin(), candidates.end(), [&](const Candidate& c) {
+            return now - c.challenged_at >= kProofPatience;
+          });
+        }
+        if (victim == candidates.end()) continue;
+        candidates.erase(victim);
       }
       Candidate candidate;
       candidate.socket = std::move(s);

@@ -22,7 +22,7 @@
 namespace occl::transport {
 
 constexpr uint32_t kHandshakeMagic = 0x4f434c48;  // "OCLH"
-constexpr uint32_t kHandshakeVersion = 2;
+constexpr uint32_t kHandshakeVersion = 3;
 constexpr uint32_t kHelloHoldsKey = 1;  // Hello::flags
 
 struct Hello {
