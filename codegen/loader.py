@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from codegen import model
+from codegen.conformance.semantics import SEMANTICS
 from codegen.errors import SpecError
 
 _IDENTIFIER_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -51,23 +52,110 @@ _OPTION_DEFAULT_TYPES = {"string": str, "int": int, "bool": bool}
 def load_spec(path: str | Path) -> model.Spec:
     """Reads and validates the spec at `path`; errors name the file as `path` spells it."""
     spec_path = str(path)
-    loader = _SpecLoader(Path(path).read_text(encoding="utf-8"), spec_path)
+    top = _load_mapping(Path(path).read_text(encoding="utf-8"), spec_path)
+    top.expect_keys(required=("backend", "checks", "ops", "support"))
+    backend = _parse_backend(top.entry("backend"))
+    checks = tuple(_parse_check(entry) for entry in top.named_entries("checks"))
+    ops = tuple(_parse_op(entry, checks) for entry in top.named_entries("ops"))
+    support = parse_support(top.entry("support"))
+    return model.Spec(path=spec_path, backend=backend, checks=checks, ops=ops, support=support)
+
+
+def load_capabilities(path: str | Path) -> tuple[str, model.Support, dict[str, str]]:
+    """Another backend's capability table: (its name, what it supports, {op: why it has not})."""
+    table_path = str(path)
+    top = _load_mapping(Path(path).read_text(encoding="utf-8"), table_path)
+    top.expect_keys(required=("backend", "support"), optional=("unsupported_ops",))
+    unsupported = {}
+    if "unsupported_ops" in top.mapping:
+        reasons = top.entry("unsupported_ops")
+        unsupported = {name: reasons.string(name) for name in reasons.mapping}
+    return top.string("backend"), parse_support(top.entry("support")), unsupported
+
+
+def _load_mapping(text: str, path: str) -> _Entry:
+    loader = _SpecLoader(text, path)
     try:
         document = loader.get_single_data()
     except yaml.MarkedYAMLError as error:
         problem = f"invalid YAML: {error.problem}"
-        raise SpecError(spec_path, _line(error.problem_mark), "", problem) from None
+        raise SpecError(path, _line(error.problem_mark), "", problem) from None
     finally:
         loader.dispose()
     if type(document) is not _Mapping:
-        raise SpecError(spec_path, 1, "", f"expected a mapping, got {_type_name(type(document))}")
+        raise SpecError(path, 1, "", f"expected a mapping, got {_type_name(type(document))}")
+    return _Entry(path, document, location="", line=document.line)
 
-    top = _Entry(spec_path, document, location="", line=document.line)
-    top.expect_keys(required=("backend", "checks", "ops"))
-    backend = _parse_backend(top.entry("backend"))
-    checks = tuple(_parse_check(entry) for entry in top.named_entries("checks"))
-    ops = tuple(_parse_op(entry, checks) for entry in top.named_entries("ops"))
-    return model.Spec(path=spec_path, backend=backend, checks=checks, ops=ops)
+
+def parse_support(entry: _Entry) -> model.Support:
+    """`support:`: the dtypes ops accept, the reduce ops and their rules, what is detected."""
+    entry.expect_keys(
+        required=("dtypes", "reduce_dtypes", "reduce_ops"),
+        optional=("detects_mismatched", "future_holds_outputs", "refuses"),
+    )
+    dtypes = _dtype_list(entry, "dtypes", model.DTYPES)
+    reduce_dtypes = _dtype_list(entry, "reduce_dtypes", model.DTYPES)
+    rules = entry.entry("reduce_ops")
+    reduce_ops = []
+    for name in rules.mapping:
+        if name not in model.REDUCE_OPS:
+            problem = f"unknown reduce op {name!r} (expected one of: {', '.join(model.REDUCE_OPS)})"
+            raise rules.error(problem, name)
+        reduce_ops.append(_parse_reduce_op(rules.entry(name), reduce_dtypes))
+    detects = ()
+    if "detects_mismatched" in entry.mapping:
+        detects = entry.identifiers("detects_mismatched")
+        for kind in detects:
+            if kind not in model.MISMATCHES:
+                problem = f"unknown mismatch {kind!r} (expected one of: {', '.join(model.MISMATCHES)})"
+                raise entry.value_error("detects_mismatched", problem)
+    refuses = []
+    if "refuses" in entry.mapping:
+        for refusal in entry.listed_entries("refuses"):
+            refusal.expect_keys(required=("cases", "reason"))
+            pattern = refusal.string("cases")
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise refusal.value_error("cases", f"{pattern!r} is not a regex: {error}") from None
+            refuses.append((pattern, refusal.string("reason")))
+    return model.Support(
+        dtypes=dtypes, reduce_dtypes=reduce_dtypes, reduce_ops=tuple(reduce_ops),
+        detects_mismatched=detects, line=entry.line,
+        future_holds_outputs=(
+            entry.get("future_holds_outputs", bool) if "future_holds_outputs" in entry.mapping else True
+        ),
+        refuses=tuple(refuses),
+    )
+
+
+def _dtype_list(entry: _Entry, key: str, allowed: Iterable[str], classes: bool = False) -> tuple:
+    """A list of dtype names (and, if `classes`, dtype classes, expanded) from `allowed`."""
+    names = entry.identifiers(key)
+    expanded: list[str] = []
+    for name in names:
+        if name in allowed:
+            expanded.append(name)
+        elif classes and name in model.DTYPE_CLASSES and name not in model.DTYPES:
+            expanded += [d for d in model.DTYPE_CLASSES[name] if d in allowed]
+        else:
+            what = "dtype or dtype class" if classes else "dtype"
+            choices = (*allowed, *model.DTYPE_CLASSES) if classes else allowed
+            problem = f"{what} {name!r} is not one of: {', '.join(choices)}"
+            raise entry.value_error(key, problem)
+    return tuple(dict.fromkeys(expanded))
+
+
+def _parse_reduce_op(entry: _Entry, reduce_dtypes: tuple[str, ...]) -> model.ReduceOpRule:
+    entry.expect_keys(required=(), optional=("dtypes", "rule"))
+    if ("dtypes" in entry.mapping) != ("rule" in entry.mapping):
+        raise entry.error(
+            "'dtypes' and 'rule' go together: a reduce op limited to some dtypes says why"
+        )
+    if "dtypes" not in entry.mapping:
+        return model.ReduceOpRule(entry.name, reduce_dtypes, None, entry.line)
+    dtypes = _dtype_list(entry, "dtypes", reduce_dtypes, classes=True)
+    return model.ReduceOpRule(entry.name, dtypes, entry.string("rule"), entry.line)
 
 
 class _Mapping(dict):
@@ -224,7 +312,8 @@ def _parse_backend(entry: _Entry) -> model.Backend:
         required=(
             "name", "cpp_namespace", "cpp_class", "work_class", "python_module", "devices",
             "capabilities", "runtime", "options",
-        )
+        ),
+        optional=("python_package",),
     )
     name = entry.identifier("name")
     cpp_namespace = entry.matching("cpp_namespace", *_CPP_NAMESPACE)
@@ -245,6 +334,11 @@ def _parse_backend(entry: _Entry) -> model.Backend:
         runtime=_parse_runtime(entry.entry("runtime")),
         options=_parse_named_list(entry, "options", _parse_option),
         line=entry.line,
+        python_package=(
+            entry.matching("python_package", *_PYTHON_MODULE)
+            if "python_package" in entry.mapping
+            else None
+        ),
     )
 
 
@@ -332,7 +426,7 @@ def _parse_message(entry: _Entry, params: tuple[str, ...]) -> str:
 def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
     entry.expect_keys(
         required=("tier", "op_type", "description", "args", "checks", "result", "runtime"),
-        optional=("dispatch", "examples"),
+        optional=("dispatch", "examples", "semantics"),
     )
     tier = entry.one_of("tier", model.TIERS, "tier")
     op_type = entry.identifier("op_type")
@@ -353,8 +447,23 @@ def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
             else "queued"
         ),
         examples=_parse_examples(entry, args) if "examples" in entry.mapping else (),
+        semantics=_parse_semantics(entry, args) if "semantics" in entry.mapping else None,
         line=entry.line,
     )
+
+
+def _parse_semantics(entry: _Entry, args: tuple[model.Arg, ...]) -> str:
+    """A name from codegen.conformance.semantics whose method takes the op's argument kinds."""
+    name = entry.one_of("semantics", SEMANTICS, "semantics")
+    expected = SEMANTICS[name].arg_kinds
+    kinds = tuple(arg.kind for arg in args)
+    if kinds != expected:
+        problem = (
+            f"semantics {name!r} is of a method taking ({', '.join(expected)}), but the op's args"
+            f" are ({', '.join(kinds)})"
+        )
+        raise entry.value_error("semantics", problem)
+    return name
 
 
 def _parse_examples(entry: _Entry, args: tuple[model.Arg, ...]) -> tuple[tuple[str, str], ...]:

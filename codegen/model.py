@@ -25,6 +25,22 @@ TIERS = ("minimal", "extended")
 # not wait behind collectives or each other).
 DISPATCHES = ("queued", "posted")
 OPTION_TYPES = ("string", "int", "bool")
+# The dtypes a spec may name, and the classes a reduce op's rule may name instead.
+DTYPES = (
+    "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
+    "bool", "complex64", "complex128",
+)
+DTYPE_CLASSES = {
+    "floating": ("float32", "float64", "float16", "bfloat16"),
+    "integer": ("int8", "uint8", "int16", "int32", "int64"),
+    "bool": ("bool",),
+    "complex": ("complex64", "complex128"),
+}
+# c10d::ReduceOp's enumerators, in c10d's order.
+REDUCE_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
+# What ranks may call differently that a backend can declare it detects (support.detects_mismatched):
+# the op itself, the dtype, the element count, the root rank, the reduce op.
+MISMATCHES = ("op", "dtype", "count", "root", "reduce_op")
 CAPABILITIES = (
     "supportsCoalescing",
     "supportsSplitting",
@@ -63,6 +79,36 @@ class Backend:
     runtime: Runtime
     options: tuple[Option, ...]
     line: int
+    # The Python module whose import registers the backend with torch.distributed (None: the
+    # backend is registered otherwise, e.g. by an entry point).
+    python_package: str | None = None
+
+
+@dataclass(frozen=True)
+class ReduceOpRule:
+    """A reduce op the backend defines, and on which of its reduce dtypes."""
+
+    name: str  # one of REDUCE_OPS
+    dtypes: tuple[str, ...]  # the dtypes it is defined on: all of Support.reduce_dtypes if no rule
+    rule: str | None  # why it is not defined on the others (None: it is defined on all)
+    line: int
+
+
+@dataclass(frozen=True)
+class Support:
+    """What a backend's ops accept (the spec's `support:`, or another backend's capability table)."""
+
+    dtypes: tuple[str, ...]  # what the ops that move data without reducing accept
+    reduce_dtypes: tuple[str, ...]  # what reductions accept
+    reduce_ops: tuple[ReduceOpRule, ...]  # in spec order
+    detects_mismatched: tuple[str, ...]  # from MISMATCHES
+    line: int
+    future_holds_outputs: bool = True  # a Work's future completes with the op's output tensors
+    # (regex over case ids, why): cases a capability table says the backend refuses
+    refuses: tuple[tuple[str, str], ...] = ()
+
+    def reduce_op(self, name: str) -> ReduceOpRule | None:
+        return next((rule for rule in self.reduce_ops if rule.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -107,6 +153,9 @@ class Op:
     runtime: str
     dispatch: str  # one of DISPATCHES
     examples: tuple[tuple[str, str], ...]  # (argument, Python expression) for generated tests
+    # The reference (codegen.conformance.reference) that says what every rank's outputs must be;
+    # None: the conformance suite cannot check the op, and says so.
+    semantics: str | None
     line: int
 
 
@@ -116,6 +165,7 @@ class Spec:
     backend: Backend
     checks: tuple[Check, ...]  # in spec order
     ops: tuple[Op, ...]  # in spec order
+    support: Support
 
     def check(self, name: str) -> Check:
         return next(c for c in self.checks if c.name == name)

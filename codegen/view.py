@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .model import Arg, Check, CheckUse, Op, Option, Spec
+from .conformance.semantics import SEMANTICS
+from .model import MISMATCHES, Arg, Check, CheckUse, Op, Option, Spec, Support
 
 GENERATED_MARKER = "generated — do not edit"
 REGEN_COMMAND = "python -m codegen"
@@ -33,6 +34,12 @@ _LOOP_DEPTH = {
     ("tensor_list", "tensor_list_list"): 1,
 }
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# The at::ScalarType enumerator of each dtype a spec may name.
+_SCALAR_TYPES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int", "int64": "Long",
+    "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+}
 # The Python property torch binds for each c10d::Backend capability.
 _PYTHON_CAPABILITIES = {
     "supportsCoalescing": "supports_coalescing",
@@ -86,6 +93,44 @@ class OpView:
 
 
 @dataclass(frozen=True)
+class ReduceRuleView:
+    """One reduce op the backend defines: its case in reduce_op_unsupported_reason, its doc row."""
+
+    name: str  # the c10d::ReduceOp enumerator
+    verdict: str  # C++: nullptr where it is defined on `dtype`, else the rule's text
+    dtypes: str  # the dtypes it is defined on, in words
+    rule: str  # why not on the others ("" if it is defined on every reduce dtype)
+
+
+@dataclass(frozen=True)
+class SupportView:
+    reduce_dtype_enums: tuple[str, ...]  # at::ScalarType enumerators reductions accept
+    reduce_dtypes_refusal: str  # C++ string literal: what an unlisted dtype is told
+    reduce_ops: tuple[ReduceRuleView, ...]
+    undefined_reduce_op: str  # C++ string literal: what an unlisted reduce op is told
+    # Python literals for the conformance suite's Declaration.
+    dtypes: str
+    reduce_dtypes: str
+    reduce_op_rules: str
+    detects_mismatched: str
+    mismatches: str  # every kind of mismatch the suite knows (model.MISMATCHES)
+    dtypes_text: str
+    reduce_dtypes_text: str
+    detects_text: str
+
+
+@dataclass(frozen=True)
+class ConformanceOpView:
+    name: str
+    method: str  # the backend object's Python method
+    semantics: str  # Python literal: the semantics' name, or None
+    semantics_name: str  # for the docs
+    public_calls: str  # for the docs: the torch.distributed calls that reach it
+    dtypes: str  # for the docs: what it accepts
+    reduce_ops: str  # for the docs: the reduce ops it takes, "–" if none
+
+
+@dataclass(frozen=True)
 class OptionView:
     name: str
     cpp_type: str
@@ -116,6 +161,9 @@ class View:
     options: tuple[OptionView, ...]
     macros: tuple[MacroView, ...]
     ops: tuple[OpView, ...]
+    support: SupportView
+    conformance_ops: tuple[ConformanceOpView, ...]
+    python_package: str  # Python literal: the module whose import registers the backend, or None
     files: dict  # template name -> output path, relative to the output folder
     header_file: str  # the backend header's file name, as the sources include it
     checks_file: str
@@ -282,6 +330,56 @@ def _option(option: Option) -> OptionView:
     )
 
 
+def _support(spec: Spec) -> SupportView:
+    support, name = spec.support, spec.backend.name
+    rules = []
+    for rule in support.reduce_ops:
+        if rule.rule is None:
+            verdict = "nullptr"
+        else:
+            allowed = " || ".join(f"dtype == at::ScalarType::{_SCALAR_TYPES[d]}" for d in rule.dtypes)
+            verdict = f"({allowed or 'false'}) ? nullptr : {_cpp_string(rule.rule)}"
+        rules.append(ReduceRuleView(
+            name=rule.name, verdict=verdict, dtypes=", ".join(rule.dtypes), rule=rule.rule or "",
+        ))
+    return SupportView(
+        reduce_dtype_enums=tuple(f"at::ScalarType::{_SCALAR_TYPES[d]}" for d in support.reduce_dtypes),
+        reduce_dtypes_refusal=_cpp_string(f"{name} reduces {', '.join(support.reduce_dtypes)}"),
+        reduce_ops=tuple(rules),
+        undefined_reduce_op=_cpp_string(
+            f"{name} defines the reduce ops {', '.join(r.name for r in support.reduce_ops)}"
+        ),
+        dtypes=repr(support.dtypes),
+        reduce_dtypes=repr(support.reduce_dtypes),
+        reduce_op_rules=repr(tuple((r.name, r.dtypes, r.rule) for r in support.reduce_ops)),
+        detects_mismatched=repr(support.detects_mismatched),
+        mismatches=repr(MISMATCHES),
+        dtypes_text=", ".join(support.dtypes),
+        reduce_dtypes_text=", ".join(support.reduce_dtypes),
+        detects_text=", ".join(support.detects_mismatched) or "nothing",
+    )
+
+
+def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
+    semantics = SEMANTICS.get(op.semantics) if op.semantics else None
+    reduces = semantics is not None and semantics.reduces
+    if semantics is None:
+        dtypes = "(no semantics declared)"
+    elif semantics.name == "barrier":
+        dtypes = "–"
+    else:
+        dtypes = "reduce dtypes" if reduces else "all listed dtypes"
+    return ConformanceOpView(
+        name=op.name,
+        method=_snake(op.name),
+        semantics=repr(op.semantics),
+        semantics_name=op.semantics or "–",
+        public_calls=semantics.public_calls if semantics else "–",
+        dtypes=dtypes,
+        reduce_ops=", ".join(r.name for r in support.reduce_ops) if reduces else "–",
+    )
+
+
 def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
     backend = spec.backend
     cls = backend.cpp_class
@@ -310,6 +408,9 @@ def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
         options=tuple(_option(o) for o in backend.options),
         macros=tuple(_macro(spec, c) for c in spec.checks),
         ops=tuple(_op(spec, op) for op in spec.ops),
+        support=_support(spec),
+        conformance_ops=tuple(_conformance_op(spec.support, op) for op in spec.ops),
+        python_package=repr(backend.python_package),
         header_file=f"{cls}.hpp",
         checks_file=f"{backend.name}_checks.hpp",
         files={
@@ -318,5 +419,7 @@ def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
             "checks.hpp.j2": f"csrc/{backend.name}_checks.hpp",
             "bindings.cpp.j2": f"csrc/{backend.name}_bindings.cpp",
             "test_backend.py.j2": f"tests/test_{backend.name}_generated.py",
+            "test_conformance.py.j2": f"tests/test_{backend.name}_conformance.py",
+            "operations.md.j2": f"docs/{backend.name}_operations.md",
         },
     )

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <cstddef>
 #include <ostream>
@@ -18,6 +20,47 @@ inline bool is_supported_device(c10::DeviceType type) {
   return type == c10::DeviceType::CPU;
 }
 constexpr const char* kSupportedDevices = "cpu";
+
+// Why reduce op `op` is not defined on `dtype`, or nullptr if it is (spec: support).
+inline const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType dtype) {
+  switch (dtype) {
+    case at::ScalarType::Float:
+    case at::ScalarType::Double:
+    case at::ScalarType::Half:
+    case at::ScalarType::BFloat16:
+    case at::ScalarType::Char:
+    case at::ScalarType::Byte:
+    case at::ScalarType::Short:
+    case at::ScalarType::Int:
+    case at::ScalarType::Long:
+    case at::ScalarType::Bool:
+      break;
+    default:
+      return "occl reduces float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool";
+  }
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return nullptr;
+    case c10d::ReduceOp::AVG:
+      return (dtype == at::ScalarType::Float || dtype == at::ScalarType::Double || dtype == at::ScalarType::Half || dtype == at::ScalarType::BFloat16 || dtype == at::ScalarType::Char || dtype == at::ScalarType::Byte || dtype == at::ScalarType::Short || dtype == at::ScalarType::Int || dtype == at::ScalarType::Long) ? nullptr : "AVG needs a numeric dtype";
+    case c10d::ReduceOp::PRODUCT:
+      return nullptr;
+    case c10d::ReduceOp::MIN:
+      return nullptr;
+    case c10d::ReduceOp::MAX:
+      return nullptr;
+    case c10d::ReduceOp::BAND:
+      return (dtype == at::ScalarType::Char || dtype == at::ScalarType::Byte || dtype == at::ScalarType::Short || dtype == at::ScalarType::Int || dtype == at::ScalarType::Long || dtype == at::ScalarType::Bool) ? nullptr : "bitwise ops need an integer or bool dtype";
+    case c10d::ReduceOp::BOR:
+      return (dtype == at::ScalarType::Char || dtype == at::ScalarType::Byte || dtype == at::ScalarType::Short || dtype == at::ScalarType::Int || dtype == at::ScalarType::Long || dtype == at::ScalarType::Bool) ? nullptr : "bitwise ops need an integer or bool dtype";
+    case c10d::ReduceOp::BXOR:
+      return (dtype == at::ScalarType::Char || dtype == at::ScalarType::Byte || dtype == at::ScalarType::Short || dtype == at::ScalarType::Int || dtype == at::ScalarType::Long || dtype == at::ScalarType::Bool) ? nullptr : "bitwise ops need an integer or bool dtype";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return (dtype == at::ScalarType::Float || dtype == at::ScalarType::Double || dtype == at::ScalarType::Half || dtype == at::ScalarType::BFloat16) ? nullptr : "PREMUL_SUM needs a floating dtype";
+    default:
+      return "occl defines the reduce ops SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM";
+  }
+}
 
 // Names one element of a list argument in error messages: output_tensors[1][0].
 struct CheckLabel {
@@ -113,6 +156,6 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 #define OCCL_CHECK_SPLIT_SIZES(op, label, list, sliced, sliced_text) \
   TORCH_CHECK(split_sizes_unfit_reason(list, sliced, world_size).empty(), op, ": ", label, " does not fit ", sliced_text, ": ", (split_sizes_unfit_reason(list, sliced, world_size)))
 
-// reduce_op_supports_dtype: The reduce op is defined for the tensor's dtype (bitwise ops need integers or bool; AVG and PREMUL_SUM need numbers).
+// reduce_op_supports_dtype: The reduce op is defined for the tensor's dtype, by the rules of support.reduce_ops (below).
 #define OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(op, label, tensor, reduce_op) \
   TORCH_CHECK(reduce_op_unsupported_reason(reduce_op, tensor.scalar_type()) == nullptr, op, ": ", label, " has dtype ", (tensor.scalar_type()), ", which reduce op ", (reduce_op_name(reduce_op)), " does not support: ", (reduce_op_unsupported_reason(reduce_op, tensor.scalar_type())))

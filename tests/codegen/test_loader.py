@@ -83,19 +83,58 @@ BROKEN_SPECS = {
     "unknown top-level key": (
         "ops:\n",
         "op:\n",
-        "spec.yaml:55: unknown key 'op' (expected one of: backend, checks, ops)",
+        "spec.yaml:55: unknown key 'op' (expected one of: backend, checks, ops, support)",
     ),
     "unknown key in backend": (
         "  name: acme\n",
         "  name: acme\n  colour: red\n",
         "spec.yaml:5: backend: unknown key 'colour' (expected one of: capabilities, cpp_class, "
-        "cpp_namespace, devices, name, options, python_module, runtime, work_class)",
+        "cpp_namespace, devices, name, options, python_module, python_package, runtime, work_class)",
+    ),
+    "semantics of another method": (
+        "    runtime: all_gather\n",
+        "    runtime: all_gather\n    semantics: broadcast\n",
+        "spec.yaml:71: ops.allgather.semantics: semantics 'broadcast' is of a method taking"
+        " (tensor_list, options), but the op's args are (tensor_list_list, tensor_list, options)",
+    ),
+    "unknown semantics": (
+        "    runtime: all_gather\n",
+        "    runtime: all_gather\n    semantics: gossip\n",
+        "spec.yaml:71: ops.allgather.semantics: unknown semantics 'gossip' (expected one of: "
+        "broadcast, allreduce, allreduce_sparse, allgather, allgather_base, reduce_scatter, "
+        "reduce_scatter_base, barrier, allreduce_coalesced, reduce, allgather_coalesced, "
+        "allgather_into_tensor_coalesced, gather, scatter, reduce_scatter_tensor_coalesced, "
+        "alltoall_base, alltoall, point_to_point, recv_anysource)",
+    ),
+    "unknown dtype": (
+        "  dtypes: [float32, int64, bool]\n",
+        "  dtypes: [float32, int65]\n",
+        "spec.yaml:114: support.dtypes: dtype 'int65' is not one of: float32, float64, float16,"
+        " bfloat16, int8, uint8, int16, int32, int64, bool, complex64, complex128",
+    ),
+    "reduce op rule without dtypes": (
+        'BAND: {dtypes: [integer], rule: "bitwise ops need an integer dtype"}',
+        'BAND: {rule: "bitwise ops need an integer dtype"}',
+        "spec.yaml:116: support.reduce_ops.BAND: 'dtypes' and 'rule' go together: a reduce op"
+        " limited to some dtypes says why",
+    ),
+    "reduce op on a dtype reductions do not accept": (
+        "BAND: {dtypes: [integer]",
+        "BAND: {dtypes: [bool]",
+        "spec.yaml:116: support.reduce_ops.BAND.dtypes: dtype or dtype class 'bool' is not one of:"
+        " float32, int64, floating, integer, bool, complex",
+    ),
+    "unknown reduce op": (
+        "{SUM: {},",
+        "{SUM: {}, MEDIAN: {},",
+        "spec.yaml:116: support.reduce_ops: unknown reduce op 'MEDIAN' (expected one of: SUM, AVG,"
+        " PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM)",
     ),
     "unknown key in op": (
         "    runtime: all_gather\n",
         "    runtime: all_gather\n    foo: 1\n",
         "spec.yaml:71: ops.allgather: unknown key 'foo' (expected one of: args, checks, description, "
-        "dispatch, examples, op_type, result, runtime, tier)",
+        "dispatch, examples, op_type, result, runtime, semantics, tier)",
     ),
     "duplicate key": (
         "    tier: extended\n",

@@ -272,28 +272,6 @@ const char* reduce_op_name(const c10d::ReduceOp& op) {
   }
 }
 
-const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType type) {
-  auto dtype = kernel_dtype(type);
-  if (!dtype) {
-    return "occl reduces float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64 "
-           "and bool";
-  }
-  switch (op.op_) {
-    case c10d::ReduceOp::AVG:
-      return *dtype == kernels::DType::Bool ? "AVG needs a numeric dtype" : nullptr;
-    case c10d::ReduceOp::PREMUL_SUM:
-      return kernels::is_floating(*dtype) ? nullptr : "PREMUL_SUM needs a floating dtype";
-    case c10d::ReduceOp::BAND: return kernels::unsupported_reason(kernels::ReduceOp::BitAnd, *dtype);
-    case c10d::ReduceOp::BOR: return kernels::unsupported_reason(kernels::ReduceOp::BitOr, *dtype);
-    case c10d::ReduceOp::BXOR: return kernels::unsupported_reason(kernels::ReduceOp::BitXor, *dtype);
-    case c10d::ReduceOp::SUM:
-    case c10d::ReduceOp::PRODUCT:
-    case c10d::ReduceOp::MIN:
-    case c10d::ReduceOp::MAX: return nullptr;
-    default: return "unknown reduce op";
-  }
-}
-
 void broadcast(OpContext& ctx, const std::vector<at::Tensor>& tensors,
                const c10d::BroadcastOptions& opts) {
   agree(ctx, {.dtype = dtype_label(tensors[0]), .count = tensors[0].numel(),

@@ -119,8 +119,6 @@ class Runtime {
 
 // ---- Reduce-op support, used by the spec's reduce_op_supports_dtype check -------------------
 const char* reduce_op_name(const c10d::ReduceOp& op);
-// nullptr when the kernels implement `op` for `dtype`, else the reason, for the error message.
-const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType dtype);
 
 // ---- Output tensors, used by the spec's writable check --------------------------------------
 // True when several elements of `tensor` share memory (e.g. an expand()ed view): results

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <cstddef>
 #include <ostream>
@@ -18,6 +20,25 @@ inline bool is_supported_device(c10::DeviceType type) {
   return type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA;
 }
 constexpr const char* kSupportedDevices = "cpu, cuda";
+
+// Why reduce op `op` is not defined on `dtype`, or nullptr if it is (spec: support).
+inline const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType dtype) {
+  switch (dtype) {
+    case at::ScalarType::Float:
+    case at::ScalarType::Long:
+      break;
+    default:
+      return "acme reduces float32, int64";
+  }
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return nullptr;
+    case c10d::ReduceOp::BAND:
+      return (dtype == at::ScalarType::Long) ? nullptr : "bitwise ops need an integer dtype";
+    default:
+      return "acme defines the reduce ops SUM, BAND";
+  }
+}
 
 // Names one element of a list argument in error messages: output_tensors[1][0].
 struct CheckLabel {

@@ -1,0 +1,344 @@
+"""Runs the generated conformance suite: the backend under test, its ranks, one case at a time.
+
+The generated test module declares what the spec says (its ops and `support:`) and calls
+`Conformance.check` per case. Which backend runs, and how its ranks start, comes from the
+environment:
+
+    CONFORMANCE_BACKEND       the backend to test (default: the spec's)
+    CONFORMANCE_PACKAGES      modules every rank imports first, comma-separated (default: the
+                              spec's backend.python_package, for the spec's backend)
+    CONFORMANCE_CAPABILITIES  a capability table (YAML: backend, support, unsupported_ops) saying
+                              what that backend supports; cases outside it are skipped, by reason.
+                              Default: capabilities/<backend>.yaml beside this file if there is
+                              one, else the spec's declaration.
+    CONFORMANCE_GROUP_TIMEOUT the process group's timeout in seconds (default 15)
+
+By default the suite starts its ranks itself: one pool of processes per world size (1 to 4), on
+a FileStore. Under a launcher that sets the ranks in the environment (torchrun: RANK and
+WORLD_SIZE; Open MPI's mpirun: OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE, with MASTER_ADDR
+and MASTER_PORT given) every launched process runs pytest, joins one group of the launcher's
+size, runs the cases of that size, and learns every rank's verdict through the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import time
+import traceback
+from pathlib import Path
+
+import pytest
+
+from .cases import Case, Declaration, Op, cases_for
+from .pool import DistPool
+
+GROUP_TIMEOUT = float(os.environ.get("CONFORMANCE_GROUP_TIMEOUT", "15"))
+CAPABILITY_TABLES = Path(__file__).parent / "capabilities"
+# Mismatched calls must raise well before the group's timeout, which is set this long for them.
+MISMATCH_GROUP_TIMEOUT = 120
+MISMATCH_LIMIT = 60
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """The backend under test and what it declares."""
+
+    backend: str
+    packages: tuple[str, ...]
+    declaration: Declaration
+    is_spec_backend: bool
+
+
+def target(spec: Declaration, python_package: str | None) -> Target:
+    name = os.environ.get("CONFORMANCE_BACKEND", spec.backend)
+    packages = os.environ.get("CONFORMANCE_PACKAGES")
+    table = os.environ.get("CONFORMANCE_CAPABILITIES")
+    if name == spec.backend and table is None:
+        default_packages = (python_package,) if python_package else ()
+        return Target(name, _split(packages, default_packages), spec, True)
+    if table is None and (CAPABILITY_TABLES / f"{name}.yaml").is_file():
+        table = str(CAPABILITY_TABLES / f"{name}.yaml")
+    declaration = dataclasses.replace(spec, backend=name) if table is None else _table(table)
+    return Target(name, _split(packages, ()), declaration, False)
+
+
+def _split(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    return default if value is None else tuple(p for p in value.split(",") if p)
+
+
+def _table(path: str) -> Declaration:
+    from codegen.loader import load_capabilities
+
+    backend, support, unsupported = load_capabilities(path)
+    return Declaration(
+        backend=backend,
+        dtypes=support.dtypes,
+        reduce_dtypes=support.reduce_dtypes,
+        reduce_ops=tuple((r.name, r.dtypes, r.rule) for r in support.reduce_ops),
+        detects_mismatched=support.detects_mismatched,
+        unsupported_ops=tuple(unsupported.items()),
+        future_holds_outputs=support.future_holds_outputs,
+        refuses=support.refuses,
+        source=os.path.relpath(path),
+    )
+
+
+def cases(ops: tuple[Op, ...], spec: Declaration) -> list[Case]:
+    return cases_for(ops, spec)
+
+
+# -- on every rank ---------------------------------------------------------------------------
+
+def run_case(rank: int, world_size: int, case: Case, check_future: bool = True) -> tuple[str, list[str]]:
+    """Runs `case` on this rank: ("ok", what is wrong), ("raised", the error) or ("missing",
+    why: the backend object has no such method)."""
+    import torch
+    import torch.distributed as dist
+
+    from .data import differences
+    from .reference import REFERENCES
+
+    try:
+        backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+        reference = REFERENCES[case.semantics]
+        if case.api == "backend" and not hasattr(backend, case.method):
+            return "missing", [f"{type(backend).__name__} has no method {case.method}"]
+        if case.semantics in ("point_to_point", "recv_anysource"):
+            return "ok", reference.run(case, rank, backend)
+        prepared = reference.prepare(case, rank)
+        work = None
+        if case.api == "backend":
+            work = getattr(backend, case.method)(*prepared.args)
+            work.wait()
+        else:
+            handle = prepared.public(case.async_op)
+            if case.async_op:
+                handle.wait()
+                work = handle if case.api == "public" else None
+        problems = []
+        for label, actual, expected in prepared.outputs:
+            problems += differences(label, actual, expected, prepared.exact)
+        if check_future and work is not None and prepared.future is not None:
+            problems += _future_problems(work, prepared)
+        if prepared.after is not None:
+            problems += prepared.after()
+        return "ok", problems
+    except Exception as error:  # noqa: BLE001  (reported as the case's failure)
+        frames = traceback.format_exception(error)
+        return "raised", [f"{type(error).__name__}: {error}".strip() + "\n" + "".join(frames[-3:])]
+
+
+def _future_problems(work, prepared) -> list[str]:
+    import torch
+
+    from .data import differences
+
+    # all_reduce_coalesced and all_gather_coalesced hand back the future itself.
+    future = work if isinstance(work, torch._C.Future) else work.get_future()
+    values = future.value()
+    if len(values) != len(prepared.future):
+        return [f"the Work's future holds {len(values)} tensors, expected {len(prepared.future)}"
+                " (the op's outputs)"]
+    problems = []
+    for index, (value, expected) in enumerate(zip(values, prepared.future)):
+        if expected.is_complex() and not value.is_complex() and value.shape[-1:] == (2,):
+            value = torch.view_as_complex(value.contiguous())  # torch.distributed's real view
+        problems += differences(f"the Work's future[{index}]", value, expected, prepared.exact)
+    return problems
+
+
+def call_mismatched(rank: int, world_size: int, kind: str, dtype: str) -> str:
+    """Rank 0 and rank 1 call differently in the way `kind` names; what each one saw."""
+    import torch
+    import torch.distributed as dist
+
+    torch_dtype = getattr(torch, dtype)
+    tensor = torch.ones(12, dtype=torch_dtype)
+    calls = {
+        "op": (lambda: dist.all_reduce(tensor), lambda: dist.broadcast(tensor, 0)),
+        "dtype": (lambda: dist.all_reduce(tensor),
+                  lambda: dist.all_reduce(torch.ones(12, dtype=torch.int32))),
+        "count": (lambda: dist.all_reduce(tensor), lambda: dist.all_reduce(tensor[:8])),
+        "root": (lambda: dist.broadcast(tensor, 0), lambda: dist.broadcast(tensor, 1)),
+        "reduce_op": (lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM),
+                      lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX)),
+    }
+    try:
+        calls[kind][rank]()
+    except Exception as error:  # noqa: BLE001
+        return f"raised {type(error).__name__}: {error}"
+    return "returned"
+
+
+def join_late(rank: int, world_size: int) -> tuple[str, float]:
+    """Rank 0 calls allreduce; rank 1 never does. What rank 0 saw, and after how long."""
+    import torch
+    import torch.distributed as dist
+
+    if rank != 0:
+        return "did not call", 0.0
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(4), async_op=True).wait()
+    except Exception as error:  # noqa: BLE001
+        return f"raised {type(error).__name__}: {error}", time.monotonic() - start
+    return "returned", time.monotonic() - start
+
+
+# -- in pytest -------------------------------------------------------------------------------
+
+class _SpawnedRanks:
+    """Pools of processes the suite starts itself, one per world size."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.pools: dict[int, DistPool] = {}
+
+    def run(self, case: Case):
+        pool = self.pools.get(case.world_size)
+        if pool is None or not pool.alive:
+            pool = self.pool(case.world_size, GROUP_TIMEOUT)
+            self.pools[case.world_size] = pool
+        results = pool.run(run_case, case, self.target.declaration.future_holds_outputs,
+                           timeout=GROUP_TIMEOUT + 30)
+        if any(verdict == "raised" for verdict, _ in results):
+            pool.close(timeout=5)  # the ranks may disagree on what ran: start afresh
+        return results
+
+    def pool(self, world_size: int, group_timeout: float) -> DistPool:
+        return DistPool(world_size, self.target.backend, self.target.packages,
+                        group_timeout=group_timeout)
+
+    def close(self):
+        for pool in self.pools.values():
+            pool.close()
+
+
+class _LaunchedRanks:
+    """This process is one rank of a group a launcher started; the store carries verdicts."""
+
+    def __init__(self, target: Target, rank: int, world_size: int):
+        import importlib
+
+        import torch.distributed as dist
+
+        for package in target.packages:
+            importlib.import_module(package)
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        dist.init_process_group(
+            target.backend, init_method="env://", rank=rank, world_size=world_size,
+            timeout=datetime.timedelta(seconds=GROUP_TIMEOUT),
+        )
+        self.target, self.rank, self.world_size = target, rank, world_size
+        self.store = dist.distributed_c10d._get_default_store()
+
+    def run(self, case: Case):
+        import json
+
+        verdict = run_case(self.rank, self.world_size, case,
+                           self.target.declaration.future_holds_outputs)
+        self.store.set(f"conformance/verdict/{case}/{self.rank}", json.dumps(verdict))
+        return [
+            tuple(json.loads(self.store.get(f"conformance/verdict/{case}/{r}")))
+            for r in range(self.world_size)
+        ]
+
+    def close(self):
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+
+def launched() -> tuple[int, int] | None:
+    """(rank, world size) if a launcher started this process as a rank, else None."""
+    for rank_key, size_key in (
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+        ("RANK", "WORLD_SIZE"),
+    ):
+        if rank_key in os.environ and size_key in os.environ:
+            return int(os.environ[rank_key]), int(os.environ[size_key])
+    return None
+
+
+class Conformance:
+    """What the generated tests call: one method per kind of test."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        position = launched()
+        self.launched_size = position[1] if position else None
+        self.ranks = _LaunchedRanks(target, *position) if position else _SpawnedRanks(target)
+
+    def check(self, case: Case) -> None:
+        refusal = self.target.declaration.refusal(case)
+        if refusal:
+            pytest.skip(refusal)
+        if self.launched_size is not None and case.world_size != self.launched_size:
+            pytest.skip(f"the launcher started {self.launched_size} ranks")
+        try:
+            results = self.ranks.run(case)
+        except AssertionError as error:  # a rank hung or died: the pool says which
+            pytest.fail(f"{case} on {self.target.backend}: {error}", pytrace=False)
+        missing = [problem for verdict, problems in results if verdict == "missing"
+                   for problem in problems]
+        if missing and not self.target.is_spec_backend:
+            pytest.skip(f"{self.target.backend}'s backend object: {missing[0]}")
+        problems = [
+            f"rank {rank}: {'raised ' if verdict == 'raised' else ''}{problem}"
+            for rank, (verdict, rank_problems) in enumerate(results)
+            for problem in rank_problems
+        ]
+        if problems:
+            pytest.fail(f"{case} on {self.target.backend}:\n" + "\n".join(problems), pytrace=False)
+
+    def check_mismatch(self, kind: str) -> None:
+        if kind not in self.target.declaration.detects_mismatched:
+            pytest.skip(f"{self.target.backend} does not declare that it detects mismatched {kind}")
+        self._needs_spawned_ranks()
+        dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
+        pool = self.ranks.pool(2, MISMATCH_GROUP_TIMEOUT)
+        try:
+            seen = pool.run(call_mismatched, kind, dtype, timeout=MISMATCH_LIMIT)
+        except AssertionError as error:
+            pytest.fail(f"mismatched {kind} on {self.target.backend}: not detected within"
+                        f" {MISMATCH_LIMIT} s: {error}", pytrace=False)
+        finally:
+            pool.close(timeout=5)
+        silent = [rank for rank, what in enumerate(seen) if not what.startswith("raised")]
+        if silent:
+            pytest.fail(f"mismatched {kind} on {self.target.backend}: ranks {silent} did not"
+                        f" raise ({seen})", pytrace=False)
+
+    def check_timeout(self) -> None:
+        self._needs_spawned_ranks()
+        timeout = 3.0
+        pool = self.ranks.pool(2, timeout)
+        try:
+            (seen, elapsed), _ = pool.run(join_late, timeout=timeout + 60)
+        finally:
+            pool.close(timeout=5)
+        assert seen.startswith("raised"), (
+            f"allreduce on {self.target.backend} whose peer never joined: {seen} after"
+            f" {elapsed:.1f} s, expected it to raise from wait() at the group's timeout ({timeout} s)")
+        assert elapsed >= timeout * 0.8, (
+            f"allreduce on {self.target.backend} raised after {elapsed:.1f} s, before the group's"
+            f" timeout ({timeout} s): {seen}")
+
+    def _needs_spawned_ranks(self):
+        if self.launched_size is not None:
+            pytest.skip("needs ranks the suite starts itself (it breaks their group)")
+
+    def close(self):
+        self.ranks.close()
+
+
+@pytest.fixture(scope="module")
+def conformance(request):
+    """The backend under test and its ranks, for one generated test module (its TARGET)."""
+    suite = Conformance(request.module.TARGET)
+    yield suite
+    suite.close()

@@ -1,0 +1,74 @@
+"""The generated conformance suite can fail: run against deliberately broken backends
+(tests/broken_backends/), it fails each of them, naming the op, the case and what is wrong.
+
+Each run is the generated suite in a pytest of its own, narrowed with -k to the broken op's
+two-rank cases and stopped at the first failure (-x): that occl itself passes every one of those
+cases is what the generated suite's own run shows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dist_harness import occl_only
+
+pytestmark = occl_only("the broken backends wrap occl")
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = "generated/tests/test_occl_conformance.py"
+
+# (broken backend, -k selection, what the failure must say). On bool, SUM is MAX (logical or),
+# so SUM computed as MAX is caught on the other dtypes, which the ws2 cases may not all hold.
+BROKEN = [
+    ("broken_noop_allreduce", "allreduce-ws2", r"allreduce-ws2-\S+ on broken_noop_allreduce:\nrank 0: tensors\[0\]: \d+ of \d+ elements wrong"),
+    ("broken_sum_as_max", "allreduce-ws and SUM", r"allreduce-ws\d-\S+-SUM-\S+ on broken_sum_as_max:\nrank 0: tensors\[0\]: \d+ of \d+ elements wrong"),
+    ("broken_broadcast_root", "broadcast-ws2", r"broadcast-ws2-\S+-root\d-\S+ on broken_broadcast_root:\nrank \d: tensors\[0\]: \d+ of \d+ elements wrong"),
+    ("broken_allgather_order", "allgather-ws2", r"allgather-ws2-\S+ on broken_allgather_order:\nrank 0: output_tensors\[0\]\[0\]: \d+ of \d+ elements wrong"),
+    ("broken_reduce_scatter_block", "reduce_scatter-ws2", r"reduce_scatter-ws2-\S+ on broken_reduce_scatter_block:\nrank 1: output_tensors\[0\]: \d+ of \d+ elements wrong"),
+    ("broken_send_tag", "send+recv-ws2", r"send\+recv-ws2-\S+ on broken_send_tag:\nrank \d: (raised )?point-to-point: wait\(\) raised"),
+]
+
+
+def run_suite(backend: str, selection: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(
+        CONFORMANCE_BACKEND=backend,
+        CONFORMANCE_PACKAGES="torch_occl,broken_backends",
+        PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests" / "broken_backends")]),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", SUITE, "-x", "-q", "-p", "no:cacheprovider",
+         "-k", f"test_case and ({selection})"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.mark.parametrize("backend, selection, failure", BROKEN, ids=[b[0] for b in BROKEN])
+def test_the_suite_fails_a_broken_backend(backend, selection, failure):
+    result = run_suite(backend, selection)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, f"the suite did not fail {backend}:\n{output[-3000:]}"
+    assert re.search(failure, output), f"{backend}'s failure does not say {failure!r}:\n{output[-3000:]}"
+    assert re.search(r"FAILED \S+::test_case\[", output), output[-3000:]
+
+
+def test_the_suite_runs_under_torchrun():
+    """Under a launcher, each launched process is one rank and runs the cases of its world size."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "pytest", SUITE, "-q", "-rs", "-p", "no:cacheprovider",
+         "-k", "test_case and (allreduce-ws or send+recv-ws)"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    # Both ranks ran the two-rank cases and skipped the others, saying why.
+    assert len(re.findall(r"\d+ passed, \d+ skipped", output)) == 2, output[-3000:]
+    assert "the launcher started 2 ranks" in output, output[-3000:]
