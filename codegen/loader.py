@@ -58,7 +58,21 @@ def load_spec(path: str | Path) -> model.Spec:
     checks = tuple(_parse_check(entry) for entry in top.named_entries("checks"))
     ops = tuple(_parse_op(entry, checks) for entry in top.named_entries("ops"))
     support = parse_support(top.entry("support"))
+    _check_semantics_unique(top.entry("ops"), ops)
     return model.Spec(path=spec_path, backend=backend, checks=checks, ops=ops, support=support)
+
+
+def _check_semantics_unique(entry: _Entry, ops: tuple[model.Op, ...]) -> None:
+    """Only a shared semantics (send and recv) may be named by two ops: the suite runs one
+    semantics' cases once."""
+    for index, op in enumerate(ops):
+        if op.semantics is None or SEMANTICS[op.semantics].shared:
+            continue
+        first = next(o for o in ops[:index + 1] if o.semantics == op.semantics)
+        if first is not op:
+            location = f"ops.{op.name}.semantics"
+            problem = f"semantics {op.semantics!r} is already the semantics of ops.{first.name} (line {first.line})"
+            raise SpecError(entry.spec_path, op.line, location, problem)
 
 
 def load_capabilities(path: str | Path) -> tuple[str, model.Support, dict[str, str]]:
@@ -91,10 +105,14 @@ def parse_support(entry: _Entry) -> model.Support:
     """`support:`: the dtypes ops accept, the reduce ops and their rules, what is detected."""
     entry.expect_keys(
         required=("dtypes", "reduce_dtypes", "reduce_ops"),
-        optional=("detects_mismatched", "future_holds_outputs", "refuses"),
+        optional=(
+            "detects_mismatched", "future_holds_outputs", "keeps_inputs", "keeps_non_root_tensors",
+            "refuses",
+        ),
     )
     dtypes = _dtype_list(entry, "dtypes", model.DTYPES)
-    reduce_dtypes = _dtype_list(entry, "reduce_dtypes", model.DTYPES)
+    # The references reduce in float64 or int64: complex reductions have none.
+    reduce_dtypes = _dtype_list(entry, "reduce_dtypes", model.REDUCIBLE_DTYPES)
     rules = entry.entry("reduce_ops")
     reduce_ops = []
     for name in rules.mapping:
@@ -122,11 +140,16 @@ def parse_support(entry: _Entry) -> model.Support:
     return model.Support(
         dtypes=dtypes, reduce_dtypes=reduce_dtypes, reduce_ops=tuple(reduce_ops),
         detects_mismatched=detects, line=entry.line,
-        future_holds_outputs=(
-            entry.get("future_holds_outputs", bool) if "future_holds_outputs" in entry.mapping else True
-        ),
+        future_holds_outputs=_flag(entry, "future_holds_outputs"),
+        keeps_inputs=_flag(entry, "keeps_inputs"),
+        keeps_non_root_tensors=_flag(entry, "keeps_non_root_tensors"),
         refuses=tuple(refuses),
     )
+
+
+def _flag(entry: _Entry, key: str) -> bool:
+    """A promise of `support:`: true unless the entry says false."""
+    return entry.get(key, bool) if key in entry.mapping else True
 
 
 def _dtype_list(entry: _Entry, key: str, allowed: Iterable[str], classes: bool = False) -> tuple:
@@ -155,6 +178,8 @@ def _parse_reduce_op(entry: _Entry, reduce_dtypes: tuple[str, ...]) -> model.Red
     if "dtypes" not in entry.mapping:
         return model.ReduceOpRule(entry.name, reduce_dtypes, None, entry.line)
     dtypes = _dtype_list(entry, "dtypes", reduce_dtypes, classes=True)
+    if not dtypes and entry.mapping["dtypes"]:
+        raise entry.value_error("dtypes", "names none of support.reduce_dtypes")
     return model.ReduceOpRule(entry.name, dtypes, entry.string("rule"), entry.line)
 
 

@@ -30,6 +30,7 @@ DTYPES = (
     "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
     "bool", "complex64", "complex128",
 )
+REDUCIBLE_DTYPES = DTYPES[:-2]  # every dtype but the complex ones
 DTYPE_CLASSES = {
     "floating": ("float32", "float64", "float16", "bfloat16"),
     "integer": ("int8", "uint8", "int16", "int32", "int64"),
@@ -104,11 +105,10 @@ class Support:
     detects_mismatched: tuple[str, ...]  # from MISMATCHES
     line: int
     future_holds_outputs: bool = True  # a Work's future completes with the op's output tensors
+    keeps_inputs: bool = True  # tensors an op only reads stay as they were
+    keeps_non_root_tensors: bool = True  # reduce leaves the non-root ranks' tensors alone
     # (regex over case ids, why): cases a capability table says the backend refuses
     refuses: tuple[tuple[str, str], ...] = ()
-
-    def reduce_op(self, name: str) -> ReduceOpRule | None:
-        return next((rule for rule in self.reduce_ops if rule.name == name), None)
 
 
 @dataclass(frozen=True)

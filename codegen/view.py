@@ -99,7 +99,7 @@ class ReduceRuleView:
     name: str  # the c10d::ReduceOp enumerator
     verdict: str  # C++: nullptr where it is defined on `dtype`, else the rule's text
     dtypes: str  # the dtypes it is defined on, in words
-    rule: str  # why not on the others ("" if it is defined on every reduce dtype)
+    rule: str  # why not on the others ("–" if it is defined on every reduce dtype)
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ class SupportView:
     reduce_dtypes: str
     reduce_op_rules: str
     detects_mismatched: str
+    promises: str  # the keyword arguments of its promises beyond the outputs, and refusals
     mismatches: str  # every kind of mismatch the suite knows (model.MISMATCHES)
     dtypes_text: str
     reduce_dtypes_text: str
@@ -163,6 +164,7 @@ class View:
     ops: tuple[OpView, ...]
     support: SupportView
     conformance_ops: tuple[ConformanceOpView, ...]
+    not_covered: tuple[ConformanceOpView, ...]  # ops that name no semantics: the suite says so
     python_package: str  # Python literal: the module whose import registers the backend, or None
     files: dict  # template name -> output path, relative to the output folder
     header_file: str  # the backend header's file name, as the sources include it
@@ -340,7 +342,7 @@ def _support(spec: Spec) -> SupportView:
             allowed = " || ".join(f"dtype == at::ScalarType::{_SCALAR_TYPES[d]}" for d in rule.dtypes)
             verdict = f"({allowed or 'false'}) ? nullptr : {_cpp_string(rule.rule)}"
         rules.append(ReduceRuleView(
-            name=rule.name, verdict=verdict, dtypes=", ".join(rule.dtypes), rule=rule.rule or "",
+            name=rule.name, verdict=verdict, dtypes=", ".join(rule.dtypes), rule=rule.rule or "–",
         ))
     return SupportView(
         reduce_dtype_enums=tuple(f"at::ScalarType::{_SCALAR_TYPES[d]}" for d in support.reduce_dtypes),
@@ -353,6 +355,12 @@ def _support(spec: Spec) -> SupportView:
         reduce_dtypes=repr(support.reduce_dtypes),
         reduce_op_rules=repr(tuple((r.name, r.dtypes, r.rule) for r in support.reduce_ops)),
         detects_mismatched=repr(support.detects_mismatched),
+        promises=(
+            f"future_holds_outputs={support.future_holds_outputs!r},"
+            f" keeps_inputs={support.keeps_inputs!r},"
+            f" keeps_non_root_tensors={support.keeps_non_root_tensors!r},"
+            f" refuses={support.refuses!r}"
+        ),
         mismatches=repr(MISMATCHES),
         dtypes_text=", ".join(support.dtypes),
         reduce_dtypes_text=", ".join(support.reduce_dtypes),
@@ -364,11 +372,16 @@ def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
     semantics = SEMANTICS.get(op.semantics) if op.semantics else None
     reduces = semantics is not None and semantics.reduces
     if semantics is None:
-        dtypes = "(no semantics declared)"
-    elif semantics.name == "barrier":
-        dtypes = "–"
+        dtypes, reduce_ops = "(no semantics declared)", "–"
     else:
-        dtypes = "reduce dtypes" if reduces else "all listed dtypes"
+        reduce_op_dtypes = {r.name: r.dtypes for r in support.reduce_ops}.get
+        case_dtypes = semantics.case_dtypes(
+            support.dtypes, support.reduce_dtypes, lambda name: reduce_op_dtypes(name, ())
+        )
+        dtypes = ", ".join(d for d in case_dtypes if d) or "–"
+        reduce_ops = semantics.fixed_reduce_op or "–"
+        if reduces:
+            reduce_ops = ", ".join(r.name for r in support.reduce_ops)
     return ConformanceOpView(
         name=op.name,
         method=_snake(op.name),
@@ -376,7 +389,7 @@ def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
         semantics_name=op.semantics or "–",
         public_calls=semantics.public_calls if semantics else "–",
         dtypes=dtypes,
-        reduce_ops=", ".join(r.name for r in support.reduce_ops) if reduces else "–",
+        reduce_ops=reduce_ops,
     )
 
 
@@ -410,6 +423,9 @@ def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
         ops=tuple(_op(spec, op) for op in spec.ops),
         support=_support(spec),
         conformance_ops=tuple(_conformance_op(spec.support, op) for op in spec.ops),
+        not_covered=tuple(
+            _conformance_op(spec.support, op) for op in spec.ops if op.semantics is None
+        ),
         python_package=repr(backend.python_package),
         header_file=f"{cls}.hpp",
         checks_file=f"{backend.name}_checks.hpp",

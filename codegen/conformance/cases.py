@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from .semantics import SEMANTICS
@@ -41,8 +41,16 @@ class Declaration:
     detects_mismatched: tuple[str, ...] = ()
     unsupported_ops: tuple[tuple[str, str], ...] = ()  # (op, why)
     future_holds_outputs: bool = True  # a Work's future completes with the op's outputs
+    keeps_inputs: bool = True  # tensors an op only reads stay as they were
+    keeps_non_root_tensors: bool = True  # reduce leaves the non-root ranks' tensors alone
     refuses: tuple[tuple[str, str], ...] = ()  # (regex over case ids, why)
     source: str = "the spec"  # where the declaration comes from, for skip reasons
+
+    def promises(self) -> tuple[str, ...]:
+        """What cases check beyond the outputs (see suite.run_case)."""
+        declared = (("future", self.future_holds_outputs), ("kept", self.keeps_inputs),
+                    ("non_root", self.keeps_non_root_tensors))
+        return tuple(name for name, promised in declared if promised)
 
     def reduce_op_dtypes(self, name: str) -> tuple[str, ...]:
         return next((dtypes for op, dtypes, _ in self.reduce_ops if op == name), ())
@@ -56,15 +64,17 @@ class Declaration:
         for pattern, why in self.refuses:
             if re.search(pattern, str(case)):
                 return f"{self.backend} refuses it ({self.source}): {why}"
-        dtypes = self.reduce_dtypes if SEMANTICS[case.semantics].reduces else self.dtypes
+        semantics = SEMANTICS[case.semantics]
+        dtypes = semantics.case_dtypes(self.dtypes, self.reduce_dtypes, self.reduce_op_dtypes)
         if case.dtype is not None and case.dtype not in dtypes:
             return f"{self.backend} does not list {case.dtype} ({self.source})"
         if case.reduce_op is not None:
-            rule = next((r for r in self.reduce_ops if r[0] == case.reduce_op), None)
-            if rule is None:
+            rules = {op: (dtypes, rule) for op, dtypes, rule in self.reduce_ops}
+            if case.reduce_op not in rules:
                 return f"{self.backend} does not define {case.reduce_op} ({self.source})"
-            if case.dtype not in rule[1]:
-                return f"{self.backend}: {rule[2]} ({self.source})"
+            dtypes, rule = rules[case.reduce_op]
+            if case.dtype not in dtypes:
+                return f"{self.backend}: {rule} ({self.source})"
         return None
 
 
@@ -96,7 +106,6 @@ class Case:
 class _Dimension:
     name: str
     values: tuple
-    sort_key: Callable = field(default=repr)
 
 
 def cases_for(ops: tuple[Op, ...], declaration: Declaration) -> list[Case]:
@@ -109,7 +118,7 @@ def cases_for(ops: tuple[Op, ...], declaration: Declaration) -> list[Case]:
         semantics = SEMANTICS[op.semantics]
         sharing = [o for o in ops if o.semantics == op.semantics] if semantics.shared else [op]
         seen.add(op.semantics)
-        for choice in _pairwise(_dimensions(semantics, declaration), _valid(declaration)):
+        for choice in _pairwise(_dimensions(semantics, declaration), _valid(semantics, declaration)):
             cases.append(
                 Case(ops=tuple(o.name for o in sharing), method=op.method,
                      semantics=op.semantics, **choice)
@@ -118,15 +127,9 @@ def cases_for(ops: tuple[Op, ...], declaration: Declaration) -> list[Case]:
 
 
 def _dimensions(semantics, declaration: Declaration) -> list[_Dimension]:
-    if semantics.name == "allreduce_sparse":
-        dtypes = tuple(d for d in declaration.reduce_op_dtypes("SUM")
-                       if d in ("float32", "float64", "int32", "int64"))
-    elif semantics.reduces:
-        dtypes = declaration.reduce_dtypes
-    elif semantics.name == "barrier":
-        dtypes = (None,)
-    else:
-        dtypes = declaration.dtypes
+    dtypes = semantics.case_dtypes(
+        declaration.dtypes, declaration.reduce_dtypes, declaration.reduce_op_dtypes
+    )
     dims = [_Dimension("dtype", dtypes)]
     if semantics.reduces:
         dims.append(_Dimension("reduce_op", tuple(op for op, _, _ in declaration.reduce_ops)))
@@ -141,10 +144,14 @@ def _dimensions(semantics, declaration: Declaration) -> list[_Dimension]:
     return dims
 
 
-def _valid(declaration: Declaration) -> Callable[[dict], bool]:
+def _valid(semantics, declaration: Declaration) -> Callable[[dict], bool]:
     """Whether a (partial) choice can run: the constraints are all between two choices."""
+    # A method without options (send, recv) takes no async flag: its calls all return a Work.
+    takes_async = "options" in semantics.arg_kinds
 
     def valid(choice: dict) -> bool:
+        if not takes_async and choice.get("api") == "backend" and choice.get("async_op") is False:
+            return False
         if "root" in choice and "world_size" in choice and choice["root"] >= choice["world_size"]:
             return False
         if "reduce_op" in choice and "dtype" in choice:
@@ -161,7 +168,11 @@ def _valid(declaration: Declaration) -> Callable[[dict], bool]:
 def _pairwise(dims: list[_Dimension], valid: Callable[[dict], bool]) -> list[dict]:
     """A small set of choices covering every valid pair of values of any two dimensions (greedy:
     each new choice starts from the first uncovered pair and adds, dimension by dimension, the
-    value that covers most pairs not yet covered). Deterministic, so case ids are stable."""
+    value that covers most pairs not yet covered). Deterministic, so case ids are stable.
+
+    A choice on one rank or on zero-element tensors cannot tell much from nothing, so it covers
+    only the pairs that hold its one rank or its emptiness: every other pair (a dtype with a
+    reduce op, a world size with a root, ...) is covered by a choice with data and peers."""
     names = [d.name for d in dims]
     values = {d.name: d.values for d in dims}
     uncovered = {
@@ -176,27 +187,36 @@ def _pairwise(dims: list[_Dimension], valid: Callable[[dict], bool]) -> list[dic
     def key(pair):
         return tuple((order[n], values[n].index(v)) for n, v in pair)
 
+    def covered(choice: dict) -> set:
+        pairs = {_pair(order, (x, choice[x]), (y, choice[y]))
+                 for x, y in itertools.combinations(choice, 2)}
+        if not any(_is_weak(item) for item in choice.items()):
+            return pairs
+        return {pair for pair in pairs if any(_is_weak(item) for item in pair)}
+
     choices = []
     while uncovered:
-        (a, va), (b, vb) = min(uncovered, key=key)
-        choice = {a: va, b: vb}
+        seed = min(uncovered, key=key)
+        choice = dict(seed)
         for name in names:
             if name in choice:
                 continue
             candidates = [v for v in values[name] if valid({**choice, name: v})]
+            if not any(_is_weak(item) for item in seed):  # the seed needs a strong choice
+                candidates = [v for v in candidates if not _is_weak((name, v))]
             if not candidates:
                 raise ValueError(f"no value of {name} fits {choice}")
             choice[name] = max(
-                candidates,
-                key=lambda v: sum(
-                    1 for other, ov in choice.items()
-                    if _pair(order, (name, v), (other, ov)) in uncovered
-                ),
+                candidates, key=lambda v: len(covered({**choice, name: v}) & uncovered)
             )
-        for x, y in itertools.combinations(names, 2):
-            uncovered.discard(_pair(order, (x, choice[x]), (y, choice[y])))
+        uncovered -= covered(choice)
         choices.append({name: choice[name] for name in names})
     return choices
+
+
+def _is_weak(item) -> bool:
+    """Whether a (dimension, value) makes a choice weak: one rank, or no elements."""
+    return item in (("world_size", 1), ("layout", "empty"))
 
 
 def _pair(order, first, second):

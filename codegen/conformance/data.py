@@ -16,7 +16,6 @@ DTYPES = {
 }
 # Tensors are ROWS x COLUMNS unless an op needs other sizes; "empty" ones have no rows.
 ROWS, COLUMNS = 3, 4
-LAYOUTS = ("contiguous", "strided", "empty")
 
 
 def rows_for(layout: str, rows: int = ROWS) -> int:
@@ -27,8 +26,7 @@ def distinct(rank: int, numel: int, dtype: str, salt: int = 0) -> torch.Tensor:
     """1-D values that differ from every other rank's (and salt's) at every position."""
     position = torch.arange(numel, dtype=torch.int64)
     if dtype == "bool":
-        # Bit `rank` of a sequence whose low bits all vary: ranks differ somewhere, not everywhere.
-        return ((position * 7 + salt * 5 + 3) >> rank) % 2 == 1
+        return _bits(rank, position, salt)
     values = (rank * 16 + position * 3 + salt * 7) % 61 + 1
     return _signed(values, dtype)
 
@@ -36,14 +34,22 @@ def distinct(rank: int, numel: int, dtype: str, salt: int = 0) -> torch.Tensor:
 def reducible(rank: int, world_size: int, numel: int, dtype: str, salt: int = 0) -> torch.Tensor:
     """1-D inputs of a reduction in which, at every position, the ranks' values differ and the
     rank that holds the largest (and the smallest) changes from position to position: so on
-    every rank of a group of two or more, an op that does nothing leaves wrong values. The salt
-    offsets the values, so reductions of different salts differ (except on bool); integer
-    results may wrap, which the reference's int64 arithmetic, cast back, reproduces."""
+    every rank of a group of two or more, an op that does nothing leaves wrong values. An offset
+    that changes along the tensor and with the salt makes results differ from position to
+    position and from block to block, so a block written in the wrong place shows. Products stay
+    at most 4 * 5 * 6 * 7, exact in every dtype but int8, whose wrapping the reference's int64
+    arithmetic, cast back, reproduces."""
     position = torch.arange(numel, dtype=torch.int64)
     if dtype == "bool":
-        return (position + salt) % world_size == rank
-    values = (position - rank) % world_size + 1 + salt % 3
+        return _bits(rank, position, salt)
+    values = (position - rank) % world_size + 1 + (position // world_size + salt) % 4
     return _signed(values, dtype)
+
+
+def _bits(rank: int, position: torch.Tensor, salt: int) -> torch.Tensor:
+    """Bit `rank` of a sequence whose low bits all vary: ranks differ somewhere, not everywhere,
+    and how many ranks hold True changes from position to position."""
+    return ((position * 7 + salt * 5 + 3) >> rank) % 2 == 1
 
 
 def _signed(values: torch.Tensor, dtype: str) -> torch.Tensor:

@@ -16,7 +16,7 @@ import torch
 import torch._C._distributed_c10d as c10d
 import torch.distributed as dist
 
-from .data import COLUMNS, ROWS, distinct, reducible, rows_for, shaped, unlike
+from .data import COLUMNS, ROWS, differences, distinct, reducible, rows_for, shaped, unlike
 from .reduction import is_exact, reduce, reduce_op
 
 # How long a point-to-point wait may take before the case fails (a lost or misrouted message).
@@ -31,6 +31,10 @@ class Prepared:
     public: Callable[[bool], object]  # issues the op through torch.distributed(async_op) -> Work
     # (label, the tensor the backend writes or keeps, the values it must hold afterwards)
     outputs: list[tuple[str, torch.Tensor, torch.Tensor]]
+    # (label, an input the op only reads, the values it must still hold afterwards)
+    kept: list[tuple[str, torch.Tensor, torch.Tensor]] = dataclasses.field(default_factory=list)
+    # (label, a non-root rank's tensor that a rooted reduction must leave as it was, its values)
+    non_root: list[tuple[str, torch.Tensor, torch.Tensor]] = dataclasses.field(default_factory=list)
     exact: bool = True  # floating results must match exactly (small integers), or nearly
     future: list[torch.Tensor] | None = None  # what the Work's future must hold (None: unchecked)
     # Runs after the op (e.g. a barrier's check that every rank entered); returns what is wrong.
@@ -76,8 +80,9 @@ def _reduced_block(case, salt=0):
     return reduce(case.reduce_op, [_reducible_block(r, case, salt) for r in range(case.world_size)])
 
 
-def _empty_like_unlike(expected, layout):
-    """An output for `expected`: in the case's layout, holding other values everywhere."""
+def _prefilled(expected, layout):
+    """The output an op must fill with `expected`: in the case's layout, and holding other values
+    everywhere before the op."""
     return shaped(unlike(expected.reshape(-1)), layout, expected.shape[-1] if expected.dim() else 1)
 
 
@@ -85,9 +90,7 @@ class Broadcast(Reference):
 
     def prepare(self, case, rank):
         expected = _block(case.root, case)
-        tensor = expected.clone() if rank == case.root else _empty_like_unlike(expected, case.layout)
-        if rank == case.root and case.layout == "strided":
-            tensor = shaped(expected.reshape(-1), "strided")
+        tensor = expected.clone() if rank == case.root else _prefilled(expected, case.layout)
         return Prepared(
             args=[[tensor], _options("BroadcastOptions", case, rootRank=case.root)],
             public=lambda async_op: dist.broadcast(tensor, src=case.root, async_op=async_op),
@@ -134,13 +137,13 @@ class Allgather(Reference):
 
     def prepare(self, case, rank):
         expected = [_block(r, case) for r in range(case.world_size)]
-        outputs = [_empty_like_unlike(e, case.layout) for e in expected]
+        outputs = [_prefilled(e, case.layout) for e in expected]
         source = _block(rank, case)
         return Prepared(
             args=[[outputs], [source], _options("AllgatherOptions", case)],
             public=lambda async_op: dist.all_gather(outputs, source, async_op=async_op),
-            outputs=[(f"output_tensors[0][{r}]", outputs[r], expected[r]) for r in range(len(outputs))]
-            + [("input_tensors[0]", source, _block(rank, case))],
+            outputs=[(f"output_tensors[0][{r}]", outputs[r], expected[r]) for r in range(len(outputs))],
+            kept=[("input_tensors[0]", source, _block(rank, case))],
             future=expected,
         )
 
@@ -149,12 +152,13 @@ class AllgatherBase(Reference):
 
     def prepare(self, case, rank):
         expected = torch.cat([_block(r, case) for r in range(case.world_size)])
-        output = _empty_like_unlike(expected, case.layout)
+        output = _prefilled(expected, case.layout)
         source = _block(rank, case)
         return Prepared(
             args=[output, source, _options("AllgatherOptions", case)],
             public=lambda async_op: dist.all_gather_into_tensor(output, source, async_op=async_op),
             outputs=[("output_tensor", output, expected)],
+            kept=[("input_tensor", source, _block(rank, case))],
             future=[expected],
         )
 
@@ -164,7 +168,7 @@ class ReduceScatter(Reference):
     def prepare(self, case, rank):
         inputs = [_reducible_block(rank, case, salt=j) for j in range(case.world_size)]
         expected = _reduced_block(case, salt=rank)
-        output = _empty_like_unlike(expected, case.layout)
+        output = _prefilled(expected, case.layout)
         op = reduce_op(case.reduce_op)
         return Prepared(
             args=[[output], [inputs], _options("ReduceScatterOptions", case, reduceOp=op)],
@@ -180,7 +184,7 @@ class ReduceScatterBase(Reference):
     def prepare(self, case, rank):
         source = _stacked(case, [_reducible_block(rank, case, salt=j) for j in range(case.world_size)])
         expected = _reduced_block(case, salt=rank)
-        output = _empty_like_unlike(expected, case.layout)
+        output = _prefilled(expected, case.layout)
         op = reduce_op(case.reduce_op)
         return Prepared(
             args=[output, source, _options("ReduceScatterOptions", case, reduceOp=op)],
@@ -260,15 +264,18 @@ class Reduce(Reference):
 
     def prepare(self, case, rank):
         tensor = _reducible_block(rank, case)
-        # Only the root's tensor changes; the others must keep their inputs.
-        expected = _reduced_block(case) if rank == case.root else _reducible_block(rank, case)
+        is_root = rank == case.root
+        # Only the root's tensor changes; the others' are promised to stay as they were.
+        result = [("tensors[0]", tensor, _reduced_block(case))] if is_root else []
+        untouched = [] if is_root else [("tensors[0] (not the root's)", tensor, _reducible_block(rank, case))]
         op = reduce_op(case.reduce_op)
         return Prepared(
             args=[[tensor], _options("ReduceOptions", case, rootRank=case.root, reduceOp=op)],
             public=lambda async_op: dist.reduce(tensor, dst=case.root, op=op, async_op=async_op),
-            outputs=[("tensors[0]", tensor, expected)],
+            outputs=result,
+            non_root=untouched,
             exact=is_exact(case.reduce_op),
-            future=[expected],
+            future=[_reduced_block(case)] if is_root else None,
         )
 
 
@@ -279,12 +286,14 @@ class AllgatherCoalesced(Reference):
         inputs = [_block(rank, case, salt=i, rows=n) for i, n in enumerate(sizes)]
         expected = [[_block(r, case, salt=i, rows=n) for i, n in enumerate(sizes)]
                     for r in range(case.world_size)]
-        outputs = [[_empty_like_unlike(e, case.layout) for e in row] for row in expected]
+        outputs = [[_prefilled(e, case.layout) for e in row] for row in expected]
         return Prepared(
             args=[outputs, inputs, _options("AllgatherOptions", case)],
             public=lambda async_op: dist.all_gather_coalesced(outputs, inputs, async_op=async_op),
             outputs=[(f"output_tensor_lists[{r}][{i}]", outputs[r][i], expected[r][i])
                      for r in range(case.world_size) for i in range(len(sizes))],
+            kept=[(f"input_tensors[{i}]", inputs[i], _block(rank, case, salt=i, rows=n))
+                  for i, n in enumerate(sizes)],
             future=[t for row in expected for t in row],
         )
 
@@ -295,7 +304,7 @@ class AllgatherIntoTensorCoalesced(Reference):
         inputs = [_block(rank, case, salt=i) for i in range(2)]
         expected = [torch.cat([_block(r, case, salt=i) for r in range(case.world_size)])
                     for i in range(2)]
-        outputs = [_empty_like_unlike(e, case.layout) for e in expected]
+        outputs = [_prefilled(e, case.layout) for e in expected]
         calls = [lambda o=o, i=i: dist.all_gather_into_tensor(o, i) for o, i in zip(outputs, inputs)]
         return Prepared(
             args=[outputs, inputs, _options("AllgatherOptions", case)],
@@ -311,13 +320,13 @@ class Gather(Reference):
         source = _block(rank, case)
         is_root = rank == case.root
         expected = [_block(r, case) for r in range(case.world_size)] if is_root else []
-        outputs = [_empty_like_unlike(e, case.layout) for e in expected]
+        outputs = [_prefilled(e, case.layout) for e in expected]
         return Prepared(
             args=[[outputs] if is_root else [], [source], _options("GatherOptions", case, rootRank=case.root)],
             public=lambda async_op: dist.gather(
                 source, outputs if is_root else None, dst=case.root, async_op=async_op),
-            outputs=[(f"output_tensors[0][{r}]", outputs[r], expected[r]) for r in range(len(outputs))]
-            + [("input_tensors[0]", source, _block(rank, case))],
+            outputs=[(f"output_tensors[0][{r}]", outputs[r], expected[r]) for r in range(len(outputs))],
+            kept=[("input_tensors[0]", source, _block(rank, case))],
             future=expected,
         )
 
@@ -328,12 +337,14 @@ class Scatter(Reference):
         is_root = rank == case.root
         inputs = [_block(case.root, case, salt=r) for r in range(case.world_size)] if is_root else []
         expected = _block(case.root, case, salt=rank)
-        output = _empty_like_unlike(expected, case.layout)
+        output = _prefilled(expected, case.layout)
         return Prepared(
             args=[[output], [inputs] if is_root else [], _options("ScatterOptions", case, rootRank=case.root)],
             public=lambda async_op: dist.scatter(
                 output, inputs if is_root else None, src=case.root, async_op=async_op),
             outputs=[("output_tensors[0]", output, expected)],
+            kept=[(f"input_tensors[0][{r}]", inputs[r], _block(case.root, case, salt=r))
+                  for r in range(len(inputs))],
             future=[expected],
         )
 
@@ -345,7 +356,7 @@ class ReduceScatterTensorCoalesced(Reference):
         inputs = [_stacked(case, [_reducible_block(rank, case, salt=10 * i + j)
                                   for j in range(case.world_size)]) for i in range(count)]
         expected = [_reduced_block(case, salt=10 * i + rank) for i in range(count)]
-        outputs = [_empty_like_unlike(e, case.layout) for e in expected]
+        outputs = [_prefilled(e, case.layout) for e in expected]
         op = reduce_op(case.reduce_op)
         calls = [lambda o=o, i=i: dist.reduce_scatter_tensor(o, i, op=op)
                  for o, i in zip(outputs, inputs)]
@@ -364,7 +375,7 @@ def _rows_sent(case, sender, receiver):
         return 0
     if case.splits == "equal":
         return ROWS
-    return (sender + 2 * receiver) % 3
+    return (sender + 2 * receiver + 1) % 3
 
 
 class AlltoallBase(Reference):
@@ -384,7 +395,7 @@ class AlltoallBase(Reference):
             pieces.append(self._input(case, j)[start:start + received[j]])
         expected = torch.cat(pieces)
         source = shaped(self._input(case, rank).reshape(-1), case.layout)
-        output = _empty_like_unlike(expected, case.layout)
+        output = _prefilled(expected, case.layout)
         uneven = case.splits == "uneven"
         output_splits, input_splits = (received, sent) if uneven else ([], [])
         return Prepared(
@@ -392,6 +403,7 @@ class AlltoallBase(Reference):
             public=lambda async_op: dist.all_to_all_single(
                 output, source, output_splits or None, input_splits or None, async_op=async_op),
             outputs=[("output_tensor", output, expected)],
+            kept=[("input_tensor", source, self._input(case, rank))],
             future=[expected],
         )
 
@@ -407,11 +419,12 @@ class Alltoall(Reference):
 
         inputs = [block(rank, j) for j in range(ws)]
         expected = [block(j, rank) for j in range(ws)]
-        outputs = [_empty_like_unlike(e, case.layout) for e in expected]
+        outputs = [_prefilled(e, case.layout) for e in expected]
         return Prepared(
             args=[outputs, inputs, _options("AllToAllOptions", case)],
             public=lambda async_op: dist.all_to_all(outputs, inputs, async_op=async_op),
             outputs=[(f"output_tensors[{j}]", outputs[j], expected[j]) for j in range(ws)],
+            kept=[(f"input_tensors[{j}]", inputs[j], block(rank, j)) for j in range(ws)],
             future=expected,
         )
 
@@ -429,7 +442,7 @@ class PointToPoint(Reference):
         after, before = (rank + 1) % ws, (rank - 1) % ws
         messages = [_block(rank, case, salt=s) for s in range(2)]
         expected = [_block(before, case, salt=s) for s in range(2)]
-        received = [_empty_like_unlike(e, case.layout) for e in expected]
+        received = [_prefilled(e, case.layout) for e in expected]
         works = []
         if case.api == "backend":
             works += [backend.send([m], after, tag) for m, tag in zip(messages, self.tags)]
@@ -470,7 +483,7 @@ class AnySource(Reference):
                 message, 0, tag=self.tag)
             return _wait_all([work], "send")
         template = _block(1, case)
-        buffers = [_empty_like_unlike(template, case.layout) for _ in range(1, ws)]
+        buffers = [_prefilled(template, case.layout) for _ in range(1, ws)]
         sources = []
         if case.api == "backend":
             works = [backend.recv_anysource([b], self.tag) for b in buffers]
@@ -508,8 +521,6 @@ def _wait_all(works, what) -> list[str]:
 
 
 def _diff(label, actual, expected):
-    from .data import differences
-
     return differences(label, actual, expected, exact=True)
 
 

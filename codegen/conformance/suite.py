@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from .cases import Case, Declaration, Op, cases_for
+from .cases import Case, Declaration
 from .pool import DistPool
 
 GROUP_TIMEOUT = float(os.environ.get("CONFORMANCE_GROUP_TIMEOUT", "15"))
@@ -80,32 +80,33 @@ def _table(path: str) -> Declaration:
         detects_mismatched=support.detects_mismatched,
         unsupported_ops=tuple(unsupported.items()),
         future_holds_outputs=support.future_holds_outputs,
+        keeps_inputs=support.keeps_inputs,
+        keeps_non_root_tensors=support.keeps_non_root_tensors,
         refuses=support.refuses,
         source=os.path.relpath(path),
     )
 
 
-def cases(ops: tuple[Op, ...], spec: Declaration) -> list[Case]:
-    return cases_for(ops, spec)
-
-
 # -- on every rank ---------------------------------------------------------------------------
 
-def run_case(rank: int, world_size: int, case: Case, check_future: bool = True) -> tuple[str, list[str]]:
+def run_case(rank: int, world_size: int, case: Case, promises: tuple[str, ...]) -> tuple[str, list[str]]:
     """Runs `case` on this rank: ("ok", what is wrong), ("raised", the error) or ("missing",
-    why: the backend object has no such method)."""
+    why: the backend object has no such method). `promises` names what the backend declares
+    beyond the outputs: "future" (the Work's future holds them), "kept" (tensors the op only
+    reads stay as they were), "non_root" (reduce leaves the non-root ranks' tensors alone)."""
     import torch
     import torch.distributed as dist
 
     from .data import differences
     from .reference import REFERENCES
+    from .semantics import SEMANTICS
 
     try:
         backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
         reference = REFERENCES[case.semantics]
         if case.api == "backend" and not hasattr(backend, case.method):
             return "missing", [f"{type(backend).__name__} has no method {case.method}"]
-        if case.semantics in ("point_to_point", "recv_anysource"):
+        if SEMANTICS[case.semantics].exchange:
             return "ok", reference.run(case, rank, backend)
         prepared = reference.prepare(case, rank)
         work = None
@@ -120,7 +121,11 @@ def run_case(rank: int, world_size: int, case: Case, check_future: bool = True) 
         problems = []
         for label, actual, expected in prepared.outputs:
             problems += differences(label, actual, expected, prepared.exact)
-        if check_future and work is not None and prepared.future is not None:
+        for promise, tensors in (("kept", prepared.kept), ("non_root", prepared.non_root)):
+            if promise in promises:
+                for label, actual, expected in tensors:
+                    problems += differences(label, actual, expected, exact=True)
+        if "future" in promises and work is not None and prepared.future is not None:
             problems += _future_problems(work, prepared)
         if prepared.after is not None:
             problems += prepared.after()
@@ -201,10 +206,12 @@ class _SpawnedRanks:
         if pool is None or not pool.alive:
             pool = self.pool(case.world_size, GROUP_TIMEOUT)
             self.pools[case.world_size] = pool
-        results = pool.run(run_case, case, self.target.declaration.future_holds_outputs,
+        results = pool.run(run_case, case, self.target.declaration.promises(),
                            timeout=GROUP_TIMEOUT + 30)
-        if any(verdict == "raised" for verdict, _ in results):
-            pool.close(timeout=5)  # the ranks may disagree on what ran: start afresh
+        if any(verdict != "missing" and problems for verdict, problems in results):
+            # The ranks may disagree on what ran, or messages may wait for receives of later
+            # cases: start afresh.
+            pool.close(timeout=5)
         return results
 
     def pool(self, world_size: int, group_timeout: float) -> DistPool:
@@ -234,21 +241,33 @@ class _LaunchedRanks:
         )
         self.target, self.rank, self.world_size = target, rank, world_size
         self.store = dist.distributed_c10d._get_default_store()
+        self.broken_by: Case | None = None
 
     def run(self, case: Case):
         import json
 
-        verdict = run_case(self.rank, self.world_size, case,
-                           self.target.declaration.future_holds_outputs)
-        self.store.set(f"conformance/verdict/{case}/{self.rank}", json.dumps(verdict))
-        return [
-            tuple(json.loads(self.store.get(f"conformance/verdict/{case}/{r}")))
-            for r in range(self.world_size)
-        ]
+        if self.broken_by is not None:
+            # A launched group cannot start afresh: after a case raised, later ones would be
+            # out of step. That case has failed already; stop.
+            pytest.exit(f"{self.broken_by} raised on a rank and left the launched group out of"
+                        " step; stopping", returncode=1)
+        verdict = run_case(self.rank, self.world_size, case, self.target.declaration.promises())
+        keys = [f"conformance/verdict/{case}/{r}" for r in range(self.world_size)]
+        self.store.set(keys[self.rank], json.dumps(verdict))
+        # A peer may first wait out a collective's timeout before it has a verdict to give.
+        self.store.wait(keys, datetime.timedelta(seconds=GROUP_TIMEOUT + 30))
+        results = [tuple(json.loads(self.store.get(key))) for key in keys]
+        if any(verdict == "raised" for verdict, _ in results):
+            self.broken_by = case
+        return results
 
     def close(self):
         import torch.distributed as dist
 
+        # Rank 0 may host the store: nobody leaves while another still reads verdicts.
+        self.store.set(f"conformance/done/{self.rank}", "1")
+        self.store.wait([f"conformance/done/{r}" for r in range(self.world_size)],
+                        datetime.timedelta(seconds=GROUP_TIMEOUT + 30))
         dist.destroy_process_group()
 
 

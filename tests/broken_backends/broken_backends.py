@@ -19,7 +19,7 @@ CPU = torch.device("cpu")
 # ProcessGroup method -> the backend method it lands on.
 PROCESS_GROUP_METHODS = {
     "allreduce": "allreduce", "broadcast": "broadcast", "allgather": "allgather",
-    "reduce_scatter": "reduce_scatter", "send": "send",
+    "reduce_scatter": "reduce_scatter", "send": "send", "reduce": "reduce", "scatter": "scatter",
 }
 
 
@@ -44,6 +44,24 @@ def _sum_as_max(inner, tensors, options):
     return inner.allreduce(tensors, options)
 
 
+def _premul_as_sum(inner, tensors, options):
+    if options.reduceOp == dist.ReduceOp.PREMUL_SUM:
+        options = _with(options, reduceOp=dist.ReduceOp.SUM)
+    return inner.allreduce(tensors, options)
+
+
+def _reduce_everywhere(inner, tensors, options):
+    """reduce as an allreduce: the non-root ranks' tensors change too."""
+    allreduce = dist.AllreduceOptions()
+    allreduce.reduceOp, allreduce.timeout = options.reduceOp, options.timeout
+    return inner.allreduce(tensors, allreduce)
+
+
+def _allgather_future_of_inputs(inner, outputs, inputs, options):
+    inner.allgather(outputs, inputs, options).wait()
+    return _completed(inputs)
+
+
 BREAKS = {
     "broken_noop_allreduce": {"allreduce": lambda inner, tensors, options: _completed(tensors)},
     "broken_sum_as_max": {"allreduce": _sum_as_max},
@@ -63,6 +81,13 @@ BREAKS = {
     "broken_send_tag": {
         "send": lambda inner, tensors, dst, tag: inner.send(tensors, dst, tag + 1),
     },
+    "broken_premul_factor": {"allreduce": _premul_as_sum},
+    "broken_reduce_non_root": {"reduce": _reduce_everywhere},
+    "broken_scatter_order": {
+        "scatter": lambda inner, outputs, inputs, options: inner.scatter(
+            outputs, [inputs[0][::-1]] if inputs else inputs, options),
+    },
+    "broken_allgather_future": {"allgather": _allgather_future_of_inputs},
 }
 
 

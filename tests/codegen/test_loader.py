@@ -130,6 +130,23 @@ BROKEN_SPECS = {
         "spec.yaml:116: support.reduce_ops: unknown reduce op 'MEDIAN' (expected one of: SUM, AVG,"
         " PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM)",
     ),
+    "a reduce op on none of the reduce dtypes": (
+        "BAND: {dtypes: [integer]",
+        "BAND: {dtypes: [complex]",
+        "spec.yaml:116: support.reduce_ops.BAND.dtypes: names none of support.reduce_dtypes",
+    ),
+    "complex reductions": (
+        "  reduce_dtypes: [float32, int64]\n",
+        "  reduce_dtypes: [float32, complex64]\n",
+        "spec.yaml:115: support.reduce_dtypes: dtype 'complex64' is not one of: float32, float64,"
+        " float16, bfloat16, int8, uint8, int16, int32, int64, bool",
+    ),
+    "two ops of one semantics": (
+        "    runtime: all_gather\n",
+        "    runtime: all_gather\n    semantics: gather\n",
+        "spec.yaml:102: ops.gather.semantics: semantics 'gather' is already the semantics of"
+        " ops.allgather (line 56)",
+    ),
     "unknown key in op": (
         "    runtime: all_gather\n",
         "    runtime: all_gather\n    foo: 1\n",

@@ -8,14 +8,14 @@
 # Which backend runs, and how its ranks start: codegen/conformance/suite.py.
 import pytest
 
-from codegen.conformance.cases import Declaration, Op
-from codegen.conformance.suite import cases, conformance, target  # noqa: F401 (a fixture)
+from codegen.conformance.cases import Declaration, Op, cases_for
+from codegen.conformance.suite import conformance, target  # noqa: F401 (a fixture)
 
 OPS = (
     Op("allgather", "allgather", None),
     Op("send", "send", None),
     Op("barrier", "barrier", None),
-    Op("gather", "gather", None),
+    Op("gather", "gather", 'gather'),
     Op("recv", "recv", None),
 )
 DECLARATION = Declaration(
@@ -24,22 +24,15 @@ DECLARATION = Declaration(
     reduce_dtypes=('float32', 'int64'),
     reduce_ops=(('SUM', ('float32', 'int64'), None), ('BAND', ('int64',), 'bitwise ops need an integer dtype')),
     detects_mismatched=(),
+    future_holds_outputs=True, keeps_inputs=True, keeps_non_root_tensors=True, refuses=(),
 )
 TARGET = target(DECLARATION, python_package=None)
-NOT_COVERED = [op.name for op in OPS if op.semantics is None]
 MISMATCHES = ('op', 'dtype', 'count', 'root', 'reduce_op')
 
 
-@pytest.mark.parametrize("case", cases(OPS, DECLARATION), ids=str)
+@pytest.mark.parametrize("case", cases_for(OPS, DECLARATION), ids=str)
 def test_case(case, conformance):
     conformance.check(case)
-
-
-@pytest.mark.parametrize("op", NOT_COVERED or [None])
-def test_op_without_semantics(op):
-    if op is None:
-        return
-    pytest.skip(f"the spec declares no semantics for {op}: the suite cannot check it")
 
 
 @pytest.mark.parametrize("kind", MISMATCHES)
@@ -49,3 +42,19 @@ def test_mismatched_calls_raise(kind, conformance):
 
 def test_a_collective_whose_peer_never_joins_raises_at_its_timeout(conformance):
     conformance.check_timeout()
+
+
+def test_allgather_without_semantics():
+    pytest.skip("the spec declares no semantics for allgather: the suite cannot check it")
+
+
+def test_send_without_semantics():
+    pytest.skip("the spec declares no semantics for send: the suite cannot check it")
+
+
+def test_barrier_without_semantics():
+    pytest.skip("the spec declares no semantics for barrier: the suite cannot check it")
+
+
+def test_recv_without_semantics():
+    pytest.skip("the spec declares no semantics for recv: the suite cannot check it")
