@@ -2,10 +2,14 @@
 
 WHERE is the folder torch_occl must be imported from (site-packages for an install, the checkout
 for an editable one). Checks that `import torch` alone registered "occl" (the autoload entry
-point), that the extension has no debug sections, and that a 2-process all_reduce is right.
+point), that the extension has no debug sections, that the generator (occl_codegen, with its
+templates) runs from there under both its names and claims no generic top-level name, and that a
+2-process all_reduce is right.
 """
 
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,11 +43,31 @@ def check_installation(where: Path) -> Path:
     return package
 
 
+def check_generator(where: Path, folder: Path) -> None:
+    """Generates occl's own spec (a copy, in `folder`) with the installed generator."""
+    import occl_codegen
+
+    assert Path(occl_codegen.__file__).resolve().parent.parent == where, occl_codegen.__file__
+    assert importlib.util.find_spec("codegen") is None, "a top-level 'codegen' is installed"
+    (folder / "spec").mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "spec" / "collectives.yaml", folder / "spec")
+    script = Path(sys.executable).parent / "occl-codegen"
+    for command in ([sys.executable, "-m", "occl_codegen"], [str(script)]):
+        subprocess.run([*command, "--out", "generated"], cwd=folder, check=True,
+                       capture_output=True)
+        subprocess.run([*command, "--out", "generated", "--check"], cwd=folder, check=True,
+                       capture_output=True)
+    assert (folder / "generated" / "tests" / "test_occl_conformance.py").is_file()
+    assert (folder / "torch_occl" / "_registration.py").is_file()
+
+
 if __name__ == "__main__":
     package = check_installation(Path(sys.argv[1]).resolve())
     import torch_occl
     with tempfile.TemporaryDirectory() as folder:
+        check_generator(Path(sys.argv[1]).resolve(), Path(folder))
+    with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_all_reduce, args=(2, os.path.join(folder, "init")), nprocs=2)
     size = os.path.getsize(torch_occl._C.__file__) / 2**20
     print(f"ok: torch_occl from {package}, autoloaded, {size:.1f} MiB without debug sections, "
-          "2-process all_reduce right")
+          "generator runs, 2-process all_reduce right")

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-python -m codegen --check
+python -m occl_codegen --check
 if [ $# -gt 0 ]; then
   exec python -m pytest "$@"
 fi

@@ -1,4 +1,4 @@
-"""The project's multi-process tests run on the conformance suite's pool (codegen/conformance/pool.py).
+"""The project's multi-process tests run on the conformance suite's pool (occl_codegen/conformance/pool.py).
 
 This adds what only occl's own tests need: which backend they run against (`OCCL_TEST_BACKEND`,
 default occl; `gloo` develops the tests against gloo), that occl's workers import torch_occl, and
@@ -14,7 +14,7 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO_ROOT not in sys.path:  # an installed torch_occl wins; else the in-tree build
     sys.path.append(_REPO_ROOT)
 
-from codegen.conformance import pool as _pool  # noqa: E402
+from occl_codegen.conformance import pool as _pool  # noqa: E402
 
 # Backend the suite runs against; `OCCL_TEST_BACKEND=gloo` develops the suite against gloo.
 BACKEND = os.environ.get("OCCL_TEST_BACKEND", "occl")

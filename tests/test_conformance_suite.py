@@ -80,7 +80,7 @@ def test_the_suite_runs_under_torchrun():
 
 def test_the_suite_passes_on_gloo_skipping_by_gloo_s_declared_reasons():
     """gloo is an implementation the suite's references did not come from: every case gloo's
-    capability table (codegen/conformance/capabilities/gloo.yaml) leaves in passes on it."""
+    capability table (occl_codegen/conformance/capabilities/gloo.yaml) leaves in passes on it."""
     env = dict(os.environ, CONFORMANCE_BACKEND="gloo", PYTHONPATH=str(REPO))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", SUITE, "-q", "-rs", "-p", "no:cacheprovider"],

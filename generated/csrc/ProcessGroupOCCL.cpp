@@ -1,4 +1,4 @@
-// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m codegen`.
+// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
 #include "ProcessGroupOCCL.hpp"
 
 #include "occl_checks.hpp"

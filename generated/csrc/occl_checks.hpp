@@ -1,4 +1,4 @@
-// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m codegen`.
+// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
 //
 // Validation macros, one per entry of `checks:` in the spec. Each raises through TORCH_CHECK
 // with a message that names the op, the argument and the rule. The generated backend calls them
@@ -80,7 +80,7 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 
 }  // namespace occl
 
-// single_entry: The list has exactly one entry; occl takes one tensor per process, as gloo does.
+// single_entry: The list has exactly one entry (one tensor per process, as gloo takes).
 #define OCCL_CHECK_SINGLE_ENTRY(op, label, list) \
   TORCH_CHECK(list.size() == 1, op, ": ", label, " has ", (list.size()), " entries, expected exactly 1 (one tensor per process)")
 

@@ -1,15 +1,15 @@
-# generated — do not edit. Source: tests/codegen/fixtures/mini.yaml; regenerate with `python -m codegen`.
+# generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the project root.
 #
 # The conformance suite of the acme backend: every op the spec declares, on 1 to 4
-# ranks, checked against its semantics (codegen/conformance/reference.py), which every rank
+# ranks, checked against its semantics (occl_codegen/conformance/reference.py), which every rank
 # evaluates in Python. Cases cover every supported dtype and reduce op, every root, the backend
 # object and the torch.distributed calls, sync and async, non-contiguous and zero-element
-# tensors, uneven splits and tagged point-to-point messages: pairwise (codegen/conformance/cases.py).
-# Which backend runs, and how its ranks start: codegen/conformance/suite.py.
+# tensors, uneven splits and tagged point-to-point messages: pairwise (occl_codegen/conformance/cases.py).
+# Which backend runs, and how its ranks start: occl_codegen/conformance/suite.py.
 import pytest
 
-from codegen.conformance.cases import Declaration, Op, cases_for
-from codegen.conformance.suite import conformance, target  # noqa: F401 (a fixture)
+from occl_codegen.conformance.cases import Declaration, Op, cases_for
+from occl_codegen.conformance.suite import conformance, target  # noqa: F401 (a fixture)
 
 OPS = (
     Op("allgather", "allgather", None),
@@ -26,7 +26,7 @@ DECLARATION = Declaration(
     detects_mismatched=(),
     future_holds_outputs=True, keeps_inputs=True, keeps_non_root_tensors=True, refuses=(),
 )
-TARGET = target(DECLARATION, python_package=None)
+TARGET = target(DECLARATION, python_package='acme_dist')
 MISMATCHES = ('op', 'dtype', 'count', 'root', 'reduce_op')
 
 

@@ -1,6 +1,6 @@
 """The parsed spec: frozen dataclasses, one per YAML mapping.
 
-`codegen.loader` builds these from spec/collectives.yaml after validating it; nothing else reads
+`occl_codegen.loader` builds these from spec/collectives.yaml after validating it; nothing else reads
 the YAML. Every object remembers the spec line it came from (`line`) so later stages can name it.
 """
 
@@ -20,6 +20,12 @@ SUBJECT_ACCEPTS = {
     "value": None,  # any C++ expression
 }
 TIERS = ("minimal", "extended")
+# The c10d::Backend methods of the minimal tier: what torch.distributed's common paths (DDP,
+# FSDP2, DTensor) call. A spec that lacks one must say so on purpose (top-level `omits:`).
+MINIMAL_TIER = (
+    "broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter",
+    "_reduce_scatter_base", "barrier",
+)
 # How an op runs: `queued` on the group's worker, in issue order (collectives); `posted` at once
 # on the caller's thread, handing its completion to the runtime (point-to-point ops, which must
 # not wait behind collectives or each other).
@@ -57,6 +63,9 @@ class Option:
     default: str | int | bool
     description: str
     line: int
+    # A Python expression the generated factory assigns to the option (None: the default stays);
+    # `backend_options` (torch's) and `hooks` (backend.python_hooks) are in scope.
+    python: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,8 @@ class Backend:
     # The Python module whose import registers the backend with torch.distributed (None: the
     # backend is registered otherwise, e.g. by an entry point).
     python_package: str | None = None
+    # The hand-written module of backend-specific Python the generated registration calls.
+    python_hooks: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,7 @@ class Spec:
     checks: tuple[Check, ...]  # in spec order
     ops: tuple[Op, ...]  # in spec order
     support: Support
+    omits: tuple[tuple[str, str], ...] = ()  # (minimal-tier method, why the backend lacks it)
 
     def check(self, name: str) -> Check:
         return next(c for c in self.checks if c.name == name)

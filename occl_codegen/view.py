@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass
 
 from .conformance.semantics import SEMANTICS
+from .layout import Layout
 from .model import MISMATCHES, Arg, Check, CheckUse, Op, Option, Spec, Support
 
 GENERATED_MARKER = "generated — do not edit"
-REGEN_COMMAND = "python -m codegen"
 
 _CPP_PARAM_TYPES = {
     "tensor": "at::Tensor&",
@@ -141,9 +141,17 @@ class OptionView:
 
 
 @dataclass(frozen=True)
+class RegistrationView:
+    """The generated Python module that registers the backend (backend.python_package)."""
+
+    extension_import: str  # "from torch_occl import _C"
+    hooks_import: str | None  # "from torch_occl import _hooks as hooks"
+    assignments: tuple[tuple[str, str], ...]  # (option, Python expression) set by the factory
+
+
+@dataclass(frozen=True)
 class View:
     header: str  # the "generated — do not edit" line, without comment syntax
-    spec_path: str
     backend_name: str
     namespace: str
     cpp_class: str
@@ -166,7 +174,8 @@ class View:
     conformance_ops: tuple[ConformanceOpView, ...]
     not_covered: tuple[ConformanceOpView, ...]  # ops that name no semantics: the suite says so
     python_package: str  # Python literal: the module whose import registers the backend, or None
-    files: dict  # template name -> output path, relative to the output folder
+    registration: RegistrationView | None  # None without backend.python_package
+    files: dict  # template name -> output path, relative to the project root
     header_file: str  # the backend header's file name, as the sources include it
     checks_file: str
 
@@ -393,12 +402,50 @@ def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
     )
 
 
-def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
+def _import(module: str, alias: str) -> str:
+    package, _, name = module.rpartition(".")
+    if not package:
+        return f"import {name} as {alias}"
+    return f"from {package} import {name}" + ("" if name == alias else f" as {alias}")
+
+
+def _registration(spec: Spec) -> RegistrationView | None:
+    backend = spec.backend
+    if backend.python_package is None:
+        return None
+    return RegistrationView(
+        extension_import=_import(backend.python_module, "_C"),
+        hooks_import=None if backend.python_hooks is None else _import(backend.python_hooks, "hooks"),
+        assignments=tuple((o.name, o.python) for o in backend.options if o.python is not None),
+    )
+
+
+def _files(spec: Spec, layout: Layout) -> dict[str, str]:
+    """Template name -> output path, relative to the project root."""
+    name, cls = spec.backend.name, spec.backend.cpp_class
+    files = {
+        "backend.hpp.j2": f"csrc/{cls}.hpp",
+        "backend.cpp.j2": f"csrc/{cls}.cpp",
+        "checks.hpp.j2": f"csrc/{name}_checks.hpp",
+        "bindings.cpp.j2": f"csrc/{name}_bindings.cpp",
+        "test_backend.py.j2": f"tests/test_{name}_generated.py",
+        "test_conformance.py.j2": f"tests/test_{name}_conformance.py",
+        "operations.md.j2": f"docs/{name}_operations.md",
+    }
+    files = {template: layout.output_file(path) for template, path in files.items()}
+    if spec.backend.python_package is not None:
+        files["registration.py.j2"] = layout.python_file(spec.backend.python_package, "_registration.py")
+    return files
+
+
+def build_view(spec: Spec, layout: Layout) -> View:
     backend = spec.backend
     cls = backend.cpp_class
     return View(
-        header=f"{GENERATED_MARKER}. Source: {spec_path}; regenerate with `{REGEN_COMMAND}`.",
-        spec_path=spec_path,
+        header=(
+            f"{GENERATED_MARKER}. Source: {layout.spec}; regenerate with `{layout.command()}`"
+            " in the project root."
+        ),
         backend_name=backend.name,
         namespace=backend.cpp_namespace,
         cpp_class=cls,
@@ -427,15 +474,8 @@ def build_view(spec: Spec, spec_path: str = "spec/collectives.yaml") -> View:
             _conformance_op(spec.support, op) for op in spec.ops if op.semantics is None
         ),
         python_package=repr(backend.python_package),
+        registration=_registration(spec),
         header_file=f"{cls}.hpp",
         checks_file=f"{backend.name}_checks.hpp",
-        files={
-            "backend.hpp.j2": f"csrc/{cls}.hpp",
-            "backend.cpp.j2": f"csrc/{cls}.cpp",
-            "checks.hpp.j2": f"csrc/{backend.name}_checks.hpp",
-            "bindings.cpp.j2": f"csrc/{backend.name}_bindings.cpp",
-            "test_backend.py.j2": f"tests/test_{backend.name}_generated.py",
-            "test_conformance.py.j2": f"tests/test_{backend.name}_conformance.py",
-            "operations.md.j2": f"docs/{backend.name}_operations.md",
-        },
+        files=_files(spec, layout),
     )

@@ -1,4 +1,4 @@
-"""Reads the spec into the `codegen.model` dataclasses, validating it on the way.
+"""Reads the spec into the `occl_codegen.model` dataclasses, validating it on the way.
 
 Loading stops at the first problem and raises a `SpecError` naming the spec line and the entry:
 
@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from codegen import model
-from codegen.conformance.semantics import SEMANTICS
-from codegen.errors import SpecError
+from occl_codegen import model
+from occl_codegen.conformance.semantics import SEMANTICS
+from occl_codegen.errors import SpecError
 
 _IDENTIFIER_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 _IDENTIFIER = re.compile(_IDENTIFIER_PATTERN)
@@ -53,13 +53,39 @@ def load_spec(path: str | Path) -> model.Spec:
     """Reads and validates the spec at `path`; errors name the file as `path` spells it."""
     spec_path = str(path)
     top = _load_mapping(Path(path).read_text(encoding="utf-8"), spec_path)
-    top.expect_keys(required=("backend", "checks", "ops", "support"))
+    top.expect_keys(required=("backend", "checks", "ops", "support"), optional=("omits",))
     backend = _parse_backend(top.entry("backend"))
     checks = tuple(_parse_check(entry) for entry in top.named_entries("checks"))
     ops = tuple(_parse_op(entry, checks) for entry in top.named_entries("ops"))
     support = parse_support(top.entry("support"))
     _check_semantics_unique(top.entry("ops"), ops)
-    return model.Spec(path=spec_path, backend=backend, checks=checks, ops=ops, support=support)
+    omits = _parse_omits(top, ops)
+    return model.Spec(
+        path=spec_path, backend=backend, checks=checks, ops=ops, support=support, omits=omits
+    )
+
+
+def _parse_omits(top: _Entry, ops: tuple[model.Op, ...]) -> tuple[tuple[str, str], ...]:
+    """The minimal-tier methods the spec lacks on purpose; any other one missing is an error."""
+    declared = {op.name for op in ops}
+    omits: dict[str, str] = {}
+    if "omits" in top.mapping:
+        entry = top.entry("omits")
+        for name in entry.mapping:
+            if name not in model.MINIMAL_TIER:
+                problem = f"{name!r} is not in the minimal tier ({', '.join(model.MINIMAL_TIER)})"
+                raise entry.error(problem, name)
+            if name in declared:
+                raise entry.error(f"{name!r} is declared under ops:, so it is not omitted", name)
+            omits[name] = entry.string(name)
+    missing = [name for name in model.MINIMAL_TIER if name not in declared and name not in omits]
+    if missing:
+        problem = (
+            f"the minimal tier needs {_list(missing)}: declare them under ops:, or list each"
+            " under omits: with the reason the backend lacks it"
+        )
+        raise SpecError(top.spec_path, top.mapping.key_lines["ops"], "ops", problem)
+    return tuple(omits.items())
 
 
 def _check_semantics_unique(entry: _Entry, ops: tuple[model.Op, ...]) -> None:
@@ -338,7 +364,7 @@ def _parse_backend(entry: _Entry) -> model.Backend:
             "name", "cpp_namespace", "cpp_class", "work_class", "python_module", "devices",
             "capabilities", "runtime", "options",
         ),
-        optional=("python_package",),
+        optional=("python_package", "python_hooks"),
     )
     name = entry.identifier("name")
     cpp_namespace = entry.matching("cpp_namespace", *_CPP_NAMESPACE)
@@ -364,6 +390,11 @@ def _parse_backend(entry: _Entry) -> model.Backend:
             if "python_package" in entry.mapping
             else None
         ),
+        python_hooks=(
+            entry.matching("python_hooks", *_PYTHON_MODULE)
+            if "python_hooks" in entry.mapping
+            else None
+        ),
     )
 
 
@@ -385,7 +416,7 @@ def _parse_runtime(entry: _Entry) -> model.Runtime:
 
 
 def _parse_option(entry: _Entry) -> model.Option:
-    entry.expect_keys(required=("name", "type", "default", "description"))
+    entry.expect_keys(required=("name", "type", "default", "description"), optional=("python",))
     name = entry.identifier("name")
     if name in _RESERVED_OPTIONS:
         raise entry.value_error("name", f"{name!r} is already a field of c10d::Backend::Options")
@@ -396,6 +427,7 @@ def _parse_option(entry: _Entry) -> model.Option:
         default=entry.get("default", _OPTION_DEFAULT_TYPES[option_type]),
         description=entry.string("description"),
         line=entry.line,
+        python=entry.string("python") if "python" in entry.mapping else None,
     )
 
 
@@ -454,6 +486,11 @@ def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
         optional=("dispatch", "examples", "semantics"),
     )
     tier = entry.one_of("tier", model.TIERS, "tier")
+    if (tier == "minimal") != (entry.name in model.MINIMAL_TIER):
+        expected = "minimal" if entry.name in model.MINIMAL_TIER else "extended"
+        raise entry.value_error(
+            "tier", f"is {tier!r}, expected {expected!r} (the minimal tier is {_list(model.MINIMAL_TIER)})"
+        )
     op_type = entry.identifier("op_type")
     description = entry.string("description")
     args = _parse_named_list(entry, "args", _parse_arg)
@@ -478,7 +515,7 @@ def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
 
 
 def _parse_semantics(entry: _Entry, args: tuple[model.Arg, ...]) -> str:
-    """A name from codegen.conformance.semantics whose method takes the op's argument kinds."""
+    """A name from occl_codegen.conformance.semantics whose method takes the op's argument kinds."""
     name = entry.one_of("semantics", SEMANTICS, "semantics")
     expected = SEMANTICS[name].arg_kinds
     kinds = tuple(arg.kind for arg in args)

@@ -32,7 +32,7 @@ class Op:
 @dataclass(frozen=True)
 class Declaration:
     """What a backend declares: the spec's `support:` (rendered into the generated suite), or
-    another backend's capability table (codegen/conformance/capabilities/)."""
+    another backend's capability table (occl_codegen/conformance/capabilities/)."""
 
     backend: str
     dtypes: tuple[str, ...]

@@ -69,7 +69,7 @@ def _split(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _table(path: str) -> Declaration:
-    from codegen.loader import load_capabilities
+    from occl_codegen.loader import load_capabilities
 
     backend, support, unsupported = load_capabilities(path)
     return Declaration(
