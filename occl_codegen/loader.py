@@ -42,7 +42,8 @@ _TENSOR_KINDS = model.SUBJECT_ACCEPTS["tensor"]
 # The keys of a check use besides params, and the names a check's condition and message already
 # have in scope: a param named like one of these would be ambiguous.
 _RESERVED_PARAMS = (
-    "check", "label", "list", "on", "rank", "tensor", "tensors", "value", "when", "world_size",
+    "check", "label", "list", "on", "rank", "tensor", "tensors", "value", "violate", "when",
+    "world_size",
 )
 # The fields c10d::Backend::Options (and the runtime's Config) already have.
 _RESERVED_OPTIONS = ("backend", "global_ranks_in_group", "group_name", "timeout")
@@ -433,7 +434,8 @@ def _parse_option(entry: _Entry) -> model.Option:
 
 def _parse_check(entry: _Entry) -> model.Check:
     entry.expect_keys(
-        required=("description", "subject", "condition", "message"), optional=("params",)
+        required=("description", "subject", "condition", "message"),
+        optional=("params", "violation"),
     )
     description = entry.string("description")
     subject = entry.one_of("subject", model.SUBJECT_KINDS, "subject")
@@ -449,6 +451,24 @@ def _parse_check(entry: _Entry) -> model.Check:
         params=params,
         condition=entry.string("condition"),
         message=_parse_message(entry, params),
+        line=entry.line,
+        violation=_parse_violation(entry.entry("violation"), params) if "violation" in entry.mapping else None,
+    )
+
+
+def _parse_violation(entry: _Entry, params: tuple[str, ...]) -> model.Violation:
+    entry.expect_keys(required=("change",), optional=("value", "message"))
+    change = entry.one_of("change", model.VIOLATION_CHANGES, "change")
+    if change == "set" and "value" not in entry.mapping:
+        raise entry.error("change 'set' needs a 'value' (the Python expression to set)")
+    if change != "set" and "value" in entry.mapping:
+        raise entry.error(f"'value' is only for change 'set', not {change!r}", "value")
+    if change == "unsupported_reduce_op" and "reduce_op" not in params:
+        raise entry.value_error("change", "'unsupported_reduce_op' needs the check to have a param 'reduce_op'")
+    return model.Violation(
+        change=change,
+        value=entry.string("value") if "value" in entry.mapping else None,
+        message=_parse_message(entry, params) if "message" in entry.mapping else None,
         line=entry.line,
     )
 
@@ -561,7 +581,7 @@ def _parse_check_use(
     name = entry.one_of("check", (check.name for check in checks), "check")
     check = next(check for check in checks if check.name == name)
     for key in entry.mapping:
-        if key not in ("check", "on", "when", *check.params):
+        if key not in ("check", "on", "when", "violate", *check.params):
             problem = f"check {name!r} has no param {key!r} (params: {_list(check.params)})"
             raise entry.error(problem, key)
     for param in check.params:
@@ -573,7 +593,18 @@ def _parse_check_use(
         bindings=tuple((param, entry.string(param)) for param in check.params),
         when=entry.string("when") if "when" in entry.mapping else None,
         line=entry.line,
+        violate=_parse_violate(entry, args) if "violate" in entry.mapping else (),
     )
+
+
+def _parse_violate(entry: _Entry, args: tuple[model.Arg, ...]) -> tuple[tuple[str, str], ...]:
+    """`violate: {ARG: PYTHON_EXPR, ...}`: what the op's bad-input test passes instead."""
+    violate = entry.entry("violate")
+    for name in violate.mapping:
+        if _find_arg(args, name) is None:
+            problem = f"{name!r} is not an argument of the op (arguments: {_list(a.name for a in args)})"
+            raise violate.error(problem, name)
+    return tuple((name, violate.string(name)) for name in violate.mapping)
 
 
 def _parse_on(entry: _Entry, check: model.Check, args: tuple[model.Arg, ...]) -> str:

@@ -56,6 +56,34 @@ CAPABILITIES = (
 )
 
 
+# How the generated bad-input tests break a check (a check's `violation: {change: ...}`), applied
+# to the last element its subject walks (or to the list, or to the value):
+#   add_entry / clear          one entry more (a copy of the last) / none, in the list
+#   to_dense / to_sparse / to_sparse_csr   the tensor in another layout
+#   expand                     a view of the tensor's shape whose elements share memory
+#   other_dtype                float64 (float32 if it was float64)
+#   extra_element              one element more
+#   to_meta                    on the meta device
+#   set                        the value (an argument or an options field) set to `value`
+#   unsupported_reduce_op      the check's `reduce_op` set to one the tensor's dtype refuses
+VIOLATION_CHANGES = (
+    "add_entry", "clear", "to_dense", "to_sparse", "to_sparse_csr", "expand", "other_dtype",
+    "extra_element", "to_meta", "set", "unsupported_reduce_op",
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """How the generated bad-input tests break a check; see VIOLATION_CHANGES."""
+
+    change: str
+    value: str | None  # `set`: a Python expression (names: the op's arguments, world_size, rank)
+    # The message the broken call must raise, if the check's calls runtime functions whose text
+    # the suite cannot compute; the same placeholders as `message`.
+    message: str | None
+    line: int
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -131,6 +159,7 @@ class Check:
     condition: str
     message: str
     line: int
+    violation: Violation | None = None  # None: each use says how to break it (`violate:`)
 
 
 @dataclass(frozen=True)
@@ -150,6 +179,9 @@ class CheckUse:
     bindings: tuple[tuple[str, str], ...]  # (param, C++ expression), in the check's param order
     when: str | None  # a C++ condition; the check applies only where it holds (e.g. on the root)
     line: int
+    # (argument, Python expression): what the bad-input test passes instead, before the check's
+    # violation (if any) is applied; for checks that cannot be broken one way for every op.
+    violate: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

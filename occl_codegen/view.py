@@ -173,6 +173,8 @@ class View:
     support: SupportView
     conformance_ops: tuple[ConformanceOpView, ...]
     not_covered: tuple[ConformanceOpView, ...]  # ops that name no semantics: the suite says so
+    bad_inputs: tuple[tuple[str, ...], ...]  # each BadInput's keyword arguments, one per line
+    bad_inputs_not_covered: tuple[tuple[str, str], ...]  # (test name, why): uses nobody can break
     python_package: str  # Python literal: the module whose import registers the backend, or None
     registration: RegistrationView | None  # None without backend.python_package
     files: dict  # template name -> output path, relative to the project root
@@ -402,6 +404,35 @@ def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
     )
 
 
+def _bad_inputs(spec: Spec) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The generated BadInput(...) of every check use that can be broken, each as lines of Python
+    source; and (test name, why) of every use that cannot."""
+    bad_inputs, not_covered = [], []
+    for op in spec.ops:
+        for index, use in enumerate(op.checks):
+            check = spec.check(use.check)
+            violation = check.violation
+            test = f"{op.name.lstrip('_')}_{index}_{use.check}"
+            if op.semantics is None:
+                not_covered.append((test, f"{op.name} names no semantics, so the suite has no good call to break"))
+                continue
+            if violation is None and not use.violate:
+                not_covered.append((test, f"neither check {use.check} (violation:) nor {op.name}'s use of it (violate:) says how to break it"))
+                continue
+            fields = {
+                "op": op.name, "label": f"{spec.backend.name}.{op.name}", "method": _snake(op.name),
+                "semantics": op.semantics, "args": tuple((a.name, a.kind) for a in op.args),
+                "index": index, "check": use.check, "subject": check.subject, "on": use.on,
+                "message": violation.message if violation and violation.message else check.message,
+                "bindings": use.bindings, "when": use.when,
+                "change": violation.change if violation else None,
+                "value": violation.value if violation else None, "violate": use.violate,
+            }
+            lines = [f"{key}={value!r}," for key, value in fields.items() if value not in (None, ())]
+            bad_inputs.append(tuple(lines))
+    return tuple(bad_inputs), tuple(not_covered)
+
+
 def _import(module: str, alias: str) -> str:
     package, _, name = module.rpartition(".")
     if not package:
@@ -473,6 +504,8 @@ def build_view(spec: Spec, layout: Layout) -> View:
         not_covered=tuple(
             _conformance_op(spec.support, op) for op in spec.ops if op.semantics is None
         ),
+        bad_inputs=_bad_inputs(spec)[0],
+        bad_inputs_not_covered=_bad_inputs(spec)[1],
         python_package=repr(backend.python_package),
         registration=_registration(spec),
         header_file=f"{cls}.hpp",

@@ -23,8 +23,9 @@ pytestmark = occl_only("the broken backends wrap occl")
 REPO = Path(__file__).resolve().parents[1]
 SUITE = "generated/tests/test_occl_conformance.py"
 
-# (broken backend, -k selection, what the failure must say). On bool, SUM is MAX (logical or),
-# so SUM computed as MAX is caught on the other dtypes, which the ws2 cases may not all hold.
+# (broken backend, -k selection of its cases, what the failure must say). On bool, SUM is MAX
+# (logical or), so SUM computed as MAX is caught on the other dtypes, which the ws2 cases may
+# not all hold.
 BROKEN = [
     ("broken_noop_allreduce", "allreduce-ws2", r"allreduce-ws2-\S+ on broken_noop_allreduce:\nrank 0: tensors\[0\]: \d+ of \d+ elements wrong"),
     ("broken_sum_as_max", "allreduce-ws and SUM", r"allreduce-ws\d-\S+-SUM-\S+ on broken_sum_as_max:\nrank 0: tensors\[0\]: \d+ of \d+ elements wrong"),
@@ -37,9 +38,16 @@ BROKEN = [
     ("broken_scatter_order", "scatter-ws2", r"scatter-ws2-\S+ on broken_scatter_order:\nrank 0: output_tensors\[0\]: \d+ of \d+ elements wrong"),
     ("broken_allgather_future", "allgather-ws2", r"allgather-ws2-\S+ on broken_allgather_future:\nrank 0: the Work's future holds 1 tensors, expected 2"),
 ]
+# (broken backend, -k selection of its bad-input tests, what the failure must say).
+BROKEN_CHECKS = [
+    ("broken_lenient_allreduce", "allreduce-0-single_entry", r"allreduce-0-single_entry-tensors on broken_lenient_allreduce:\nrank 0: accepted the call \(a Work\), expected it to raise\n    occl\.allreduce: tensors has 2 entries, expected exactly 1 \(one tensor per process\)"),
+    ("broken_reworded_broadcast", "broadcast-4-root_rank", r"broadcast-4-root_rank_in_range-opts_rootRank on broken_reworded_broadcast:\nrank 0: raised\n    broadcast: bad arguments \(occl\.broadcast: opts\.rootRank is 2, expected a rank in \[0, 2\)\)\n  expected\n    occl\.broadcast: opts\.rootRank is 2, expected a rank in \[0, 2\)"),
+]
 
 
 def run_suite(backend: str, selection: str) -> subprocess.CompletedProcess:
+    """The generated suite on `backend`, only the tests -k `selection` selects, up to the first
+    failure."""
     env = dict(os.environ)
     env.update(
         CONFORMANCE_BACKEND=backend,
@@ -48,18 +56,28 @@ def run_suite(backend: str, selection: str) -> subprocess.CompletedProcess:
     )
     return subprocess.run(
         [sys.executable, "-m", "pytest", SUITE, "-x", "-q", "-p", "no:cacheprovider",
-         "-k", f"test_case and ({selection})"],
+         "-k", selection],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
-@pytest.mark.parametrize("backend, selection, failure", BROKEN, ids=[b[0] for b in BROKEN])
-def test_the_suite_fails_a_broken_backend(backend, selection, failure):
+def assert_fails(backend: str, selection: str, failure: str, test: str) -> None:
     result = run_suite(backend, selection)
     output = result.stdout + result.stderr
     assert result.returncode == 1, f"the suite did not fail {backend}:\n{output[-3000:]}"
     assert re.search(failure, output), f"{backend}'s failure does not say {failure!r}:\n{output[-3000:]}"
-    assert re.search(r"FAILED \S+::test_case\[", output), output[-3000:]
+    assert re.search(rf"FAILED \S+::{test}\[", output), output[-3000:]
+
+
+@pytest.mark.parametrize("backend, selection, failure", BROKEN, ids=[b[0] for b in BROKEN])
+def test_the_suite_fails_a_broken_backend(backend, selection, failure):
+    assert_fails(backend, f"test_case and ({selection})", failure, "test_case")
+
+
+@pytest.mark.parametrize("backend, selection, failure", BROKEN_CHECKS, ids=[b[0] for b in BROKEN_CHECKS])
+def test_the_bad_input_tests_fail_a_backend_that_checks_otherwise(backend, selection, failure):
+    test = "test_bad_input_raises_its_message_and_the_group_still_works"
+    assert_fails(backend, f"{test} and {selection}", failure, test)
 
 
 def test_the_suite_runs_under_torchrun():

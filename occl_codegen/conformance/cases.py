@@ -29,6 +29,10 @@ class Op:
     semantics: str | None
 
 
+# The source of a declaration the generated suite renders from the spec itself.
+SPEC_SOURCE = "the spec"
+
+
 @dataclass(frozen=True)
 class Declaration:
     """What a backend declares: the spec's `support:` (rendered into the generated suite), or
@@ -44,7 +48,8 @@ class Declaration:
     keeps_inputs: bool = True  # tensors an op only reads stay as they were
     keeps_non_root_tensors: bool = True  # reduce leaves the non-root ranks' tensors alone
     refuses: tuple[tuple[str, str], ...] = ()  # (regex over case ids, why)
-    source: str = "the spec"  # where the declaration comes from, for skip reasons
+    devices: tuple[str, ...] = ("cpu",)  # the device types whose tensors the backend accepts
+    source: str = SPEC_SOURCE  # where the declaration comes from, for skip reasons
 
     def promises(self) -> tuple[str, ...]:
         """What cases check beyond the outputs (see suite.run_case)."""

@@ -52,6 +52,10 @@ class Reference:
         """Runs an exchange whose calls depend on each other (point-to-point); what is wrong."""
         raise NotImplementedError
 
+    def call_args(self, case, rank: int, method: str) -> list:
+        """Good arguments of one call of the backend's `method` (the bad-input tests break them)."""
+        return self.prepare(case, rank).args
+
 
 def _options(name: str, case, **fields):
     options = getattr(c10d, name)()
@@ -468,6 +472,12 @@ class PointToPoint(Reference):
         return [p for s in range(2) for p in
                 _diff(f"message with tag {self.tags[s]} from rank {before}", received[s], expected[s])]
 
+    def call_args(self, case, rank, method):
+        ws = case.world_size
+        if method == "send":
+            return [[_block(rank, case)], (rank + 1) % ws, self.tags[0]]
+        return [[_prefilled(_block((rank - 1) % ws, case), case.layout)], (rank - 1) % ws, self.tags[0]]
+
 
 class AnySource(Reference):
     """recvAnysource: rank 0 receives one message from every other rank with one tag, and must
@@ -506,6 +516,9 @@ class AnySource(Reference):
             if 0 < source < ws:
                 problems += _diff(f"message reported from rank {source}", buffer, _block(source, case))
         return problems
+
+    def call_args(self, case, rank, method):
+        return [[_prefilled(_block(1, case), case.layout)], self.tag]
 
 
 def _wait_all(works, what) -> list[str]:

@@ -31,8 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from .cases import Case, Declaration
+from .cases import SPEC_SOURCE, Case, Declaration
 from .pool import DistPool
+from .violations import BadInput, base_case, call_bad_input
 
 GROUP_TIMEOUT = float(os.environ.get("CONFORMANCE_GROUP_TIMEOUT", "15"))
 CAPABILITY_TABLES = Path(__file__).parent / "capabilities"
@@ -135,6 +136,12 @@ def run_case(rank: int, world_size: int, case: Case, promises: tuple[str, ...]) 
         return "raised", [f"{type(error).__name__}: {error}".strip() + "\n" + "".join(frames[-3:])]
 
 
+def bad_input_then_good_call(rank: int, world_size: int, bad: BadInput, declaration: Declaration):
+    """This rank's bad call (see violations.call_bad_input), then the good call it was made from."""
+    bad_call = call_bad_input(rank, world_size, bad, declaration)
+    return bad_call, run_case(rank, world_size, base_case(bad, declaration), ())
+
+
 def _future_problems(work, prepared) -> list[str]:
     import torch
 
@@ -177,16 +184,30 @@ def call_mismatched(rank: int, world_size: int, kind: str, dtype: str) -> str:
     return "returned"
 
 
-def join_late(rank: int, world_size: int) -> tuple[str, float]:
-    """Rank 0 calls allreduce; rank 1 never does. What rank 0 saw, and after how long."""
+# The collectives the timeout test may call alone on rank 0, by c10d method, in order of choice.
+LATE_CALLS = ("allreduce", "barrier", "_allgather_base", "allgather", "broadcast")
+
+
+def join_late(rank: int, world_size: int, op: str) -> tuple[str, float]:
+    """Rank 0 calls `op` (one of LATE_CALLS); rank 1 never does. What rank 0 saw, and after
+    how long."""
     import torch
     import torch.distributed as dist
 
     if rank != 0:
         return "did not call", 0.0
+    calls = {
+        "allreduce": lambda: dist.all_reduce(torch.ones(4), async_op=True),
+        "barrier": lambda: dist.barrier(async_op=True),
+        "_allgather_base": lambda: dist.all_gather_into_tensor(
+            torch.ones(8), torch.ones(4), async_op=True),
+        "allgather": lambda: dist.all_gather(
+            [torch.ones(4) for _ in range(world_size)], torch.ones(4), async_op=True),
+        "broadcast": lambda: dist.broadcast(torch.ones(4), src=0, async_op=True),
+    }
     start = time.monotonic()
     try:
-        dist.all_reduce(torch.ones(4), async_op=True).wait()
+        calls[op]().wait()
     except Exception as error:  # noqa: BLE001
         return f"raised {type(error).__name__}: {error}", time.monotonic() - start
     return "returned", time.monotonic() - start
@@ -202,17 +223,23 @@ class _SpawnedRanks:
         self.pools: dict[int, DistPool] = {}
 
     def run(self, case: Case):
-        pool = self.pools.get(case.world_size)
-        if pool is None or not pool.alive:
-            pool = self.pool(case.world_size, GROUP_TIMEOUT)
-            self.pools[case.world_size] = pool
-        results = pool.run(run_case, case, self.target.declaration.promises(),
-                           timeout=GROUP_TIMEOUT + 30)
+        results = self.call(case.world_size, run_case, case, self.target.declaration.promises())
         if any(verdict != "missing" and problems for verdict, problems in results):
-            # The ranks may disagree on what ran, or messages may wait for receives of later
-            # cases: start afresh.
-            pool.close(timeout=5)
+            self.restart(case.world_size)
         return results
+
+    def call(self, world_size: int, function, *args):
+        """Runs `function(rank, world_size, *args)` on the pooled ranks of this world size."""
+        pool = self.pools.get(world_size)
+        if pool is None or not pool.alive:
+            pool = self.pool(world_size, GROUP_TIMEOUT)
+            self.pools[world_size] = pool
+        return pool.run(function, *args, timeout=GROUP_TIMEOUT + 30)
+
+    def restart(self, world_size: int) -> None:
+        """After a failure the ranks may disagree on what ran, or messages may wait for receives
+        of later cases: the next call starts afresh."""
+        self.pools[world_size].close(timeout=5)
 
     def pool(self, world_size: int, group_timeout: float) -> DistPool:
         return DistPool(world_size, self.target.backend, self.target.packages,
@@ -332,19 +359,50 @@ class Conformance:
             pytest.fail(f"mismatched {kind} on {self.target.backend}: ranks {silent} did not"
                         f" raise ({seen})", pytrace=False)
 
-    def check_timeout(self) -> None:
+    def check_bad_input(self, bad: BadInput) -> None:
+        """The bad call raises exactly the check's message on every rank the check applies to;
+        then the op, called well, still works on the same group."""
+        if self.target.declaration.source != SPEC_SOURCE:
+            pytest.skip(f"{self.target.backend} declares its own support"
+                        f" ({self.target.declaration.source}), so its own messages")
+        self._needs_spawned_ranks()
+        declaration = self.target.declaration
+        case = base_case(bad, declaration)
+        results = self.ranks.call(case.world_size, bad_input_then_good_call, bad, declaration)
+        problems = []
+        for rank, ((verdict, seen, expected), (_, good)) in enumerate(results):
+            if verdict == "accepted":
+                problems.append(f"rank {rank}: accepted the call ({seen}), expected it to raise"
+                                f"\n    {expected}")
+            elif verdict == "raised" and seen != expected:
+                problems.append(f"rank {rank}: raised\n    {seen}\n  expected\n    {expected}")
+            problems += [f"rank {rank}: afterwards, {case}: {problem}" for problem in good]
+        if all(verdict == "not called" for (verdict, _, _), _ in results):
+            problems.append("no rank's call breaks the check: "
+                            + "; ".join(seen for (_, seen, _), _ in results))
+        if problems:
+            self.ranks.restart(case.world_size)
+            pytest.fail(f"{bad} on {self.target.backend}:\n" + "\n".join(problems), pytrace=False)
+
+    def check_timeout(self, ops) -> None:
+        """A collective (the first of LATE_CALLS the spec declares) whose peer never calls it
+        raises from wait() at the group's timeout."""
+        declared = {op.name for op in ops}
+        op = next((name for name in LATE_CALLS if name in declared), None)
+        if op is None:
+            pytest.skip(f"the spec declares none of {', '.join(LATE_CALLS)}")
         self._needs_spawned_ranks()
         timeout = 3.0
         pool = self.ranks.pool(2, timeout)
         try:
-            (seen, elapsed), _ = pool.run(join_late, timeout=timeout + 60)
+            (seen, elapsed), _ = pool.run(join_late, op, timeout=timeout + 60)
         finally:
             pool.close(timeout=5)
         assert seen.startswith("raised"), (
-            f"allreduce on {self.target.backend} whose peer never joined: {seen} after"
+            f"{op} on {self.target.backend} whose peer never joined: {seen} after"
             f" {elapsed:.1f} s, expected it to raise from wait() at the group's timeout ({timeout} s)")
         assert elapsed >= timeout * 0.8, (
-            f"allreduce on {self.target.backend} raised after {elapsed:.1f} s, before the group's"
+            f"{op} on {self.target.backend} raised after {elapsed:.1f} s, before the group's"
             f" timeout ({timeout} s): {seen}")
 
     def _needs_spawned_ranks(self):

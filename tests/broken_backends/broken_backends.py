@@ -62,6 +62,19 @@ def _allgather_future_of_inputs(inner, outputs, inputs, options):
     return _completed(inputs)
 
 
+def _first_tensor_only(inner, tensors, options):
+    """Accepts several tensors per process, silently reducing only the first."""
+    return inner.allreduce(tensors[:1], options)
+
+
+def _reworded(inner, tensors, options):
+    """Raises its own message for bad arguments instead of the spec's."""
+    try:
+        return inner.broadcast(tensors, options)
+    except RuntimeError as error:
+        raise RuntimeError(f"broadcast: bad arguments ({error})") from None
+
+
 BREAKS = {
     "broken_noop_allreduce": {"allreduce": lambda inner, tensors, options: _completed(tensors)},
     "broken_sum_as_max": {"allreduce": _sum_as_max},
@@ -88,6 +101,8 @@ BREAKS = {
             outputs, [inputs[0][::-1]] if inputs else inputs, options),
     },
     "broken_allgather_future": {"allgather": _allgather_future_of_inputs},
+    "broken_lenient_allreduce": {"allreduce": _first_tensor_only},
+    "broken_reworded_broadcast": {"broadcast": _reworded},
 }
 
 

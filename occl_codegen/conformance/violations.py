@@ -1,0 +1,342 @@
+"""Bad-input tests: for every check an op uses, a call that breaks it, on every rank where the
+check applies, must raise at the call with exactly the check's message; then the group must
+still run the op correctly.
+
+The spec says how to break each check (a check's `violation:`, an op's `violate:`). The expected
+message is the check's, with its C++ expressions evaluated here in Python over the same
+arguments, printed as C++ prints them (dtypes as `Float`, layouts as `Strided`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .cases import Case, Declaration
+from .semantics import SEMANTICS
+
+# A check's C++ expressions, read as Python (conditions in `when`, params, `on`).
+_CPP_OPERATORS = ((re.compile(r"&&"), " and "), (re.compile(r"\|\|"), " or "),
+                  (re.compile(r"!(?!=)"), " not "))
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_ASSIGNABLE = re.compile(r"^([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
+# c10::toString of each at::ScalarType, by torch dtype name.
+_SCALAR_TYPE_NAMES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int", "int64": "Long",
+    "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+}
+REDUCE_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
+
+
+@dataclasses.dataclass(frozen=True)
+class BadInput:
+    """One check of one op, and how the spec says to break it."""
+
+    op: str  # the c10d::Backend method
+    label: str  # "<backend>.<op>", every message's prefix
+    method: str  # its name on the Python backend object
+    semantics: str
+    args: tuple[tuple[str, str], ...]  # (name, kind) in c10d order
+    index: int  # the use's position among the op's checks
+    check: str
+    subject: str  # the check's subject kind
+    on: str
+    message: str  # the check's (or its violation's) message template
+    bindings: tuple[tuple[str, str], ...] = ()  # (param, C++ expression)
+    when: str | None = None
+    change: str | None = None  # None: the use's `violate` alone breaks the check
+    value: str | None = None
+    violate: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.op}-{self.index}-{self.check}-{re.sub(r'[^A-Za-z0-9_]+', '_', self.on)}"
+
+
+def base_case(bad: BadInput, declaration: Declaration) -> Case:
+    """The good call a bad input is made from: two ranks, the backend object, contiguous."""
+    semantics = SEMANTICS[bad.semantics]
+    dtypes = [d for d in semantics.case_dtypes(
+        declaration.dtypes, declaration.reduce_dtypes, declaration.reduce_op_dtypes) if d]
+    reduce_op = None
+    if semantics.reduces:
+        names = [name for name, _, _ in declaration.reduce_ops]
+        reduce_op = "SUM" if "SUM" in names else names[0]
+        dtypes = [d for d in dtypes if d in declaration.reduce_op_dtypes(reduce_op)]
+    return Case(
+        ops=(bad.op,), method=bad.method, semantics=bad.semantics,
+        world_size=max(2, semantics.min_world_size), api="backend",
+        async_op="options" not in semantics.arg_kinds, layout="contiguous",
+        dtype=("float32" if "float32" in dtypes else dtypes[0]) if dtypes else None,
+        reduce_op=reduce_op, root=0 if semantics.rooted else None,
+        splits="equal" if semantics.splits else None,
+    )
+
+
+def call_bad_input(rank: int, world_size: int, bad: BadInput,
+                   declaration: Declaration) -> tuple[str, str, str]:
+    """Makes the bad call on this rank: ("raised", message, expected), ("accepted", what the
+    call returned, expected), or ("not called", why, "") where the check does not apply."""
+    import torch
+    import torch.distributed as dist
+
+    from .reference import REFERENCES
+
+    case = base_case(bad, declaration)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    args = dict(zip((name for name, _ in bad.args),
+                    REFERENCES[bad.semantics].call_args(case, rank, bad.method)))
+    python = _python_scope(rank, world_size)
+    for name, expression in bad.violate:
+        args[name] = eval(expression, {**python, **args})  # noqa: S307 (the spec's own text)
+    if bad.when is not None and not _CppScope(args, rank, world_size, declaration).eval(bad.when):
+        return "not called", f"`{bad.when}` is false on rank {rank}", ""
+    where = _break(bad, args, python, declaration)
+    if where is None:
+        return "not called", f"rank {rank} passes nothing for {bad.on}", ""
+    expected = f"{bad.label}: " + _CppScope(args, rank, world_size, declaration).message(bad, where)
+    try:
+        returned = getattr(backend, bad.method)(*(args[name] for name, _ in bad.args))
+    except Exception as error:  # noqa: BLE001  (compared with the expected message)
+        return "raised", str(error).split("\n")[0], expected
+    if hasattr(returned, "wait"):
+        try:
+            returned.wait()
+        except Exception as error:  # noqa: BLE001
+            return "accepted", f"a Work whose wait() raised {type(error).__name__}: {error}", expected
+    return "accepted", f"a {type(returned).__name__}", expected
+
+
+@dataclasses.dataclass
+class _Where:
+    """The element a change was applied to: its label in messages and the walk's indices."""
+
+    label: str
+    subject: object
+    indices: tuple[int, ...] = ()
+
+
+def _break(bad: BadInput, args: dict, python: dict, declaration: Declaration) -> _Where | None:
+    """Applies the check's change (if any) to the last element its subject walks; where."""
+    kind = dict(bad.args).get(bad.on)
+    if bad.change == "set":
+        _assign(args, bad.on, eval(bad.value, {**python, **args}))  # noqa: S307
+    if bad.subject == "value" or bad.change == "set":
+        return _Where(bad.on, args.get(bad.on))
+    value = args[bad.on]
+    depth = {("tensor", "tensor_list"): 1, ("tensor", "tensor_list_list"): 2,
+             ("tensor_list", "tensor_list_list"): 1}.get((bad.subject, kind), 0)
+    # A changed reduce op fails on the first element walked; any other change is made to the
+    # last, so that a reference to an earlier one (`input_tensors[0]`) stays as it was.
+    position = 0 if bad.change == "unsupported_reduce_op" else -1
+    container, indices = None, ()
+    for _ in range(depth):
+        if not value:
+            return None
+        container, indices = value, (*indices, range(len(value))[position])
+        value = value[position]
+    label = bad.on + "".join(f"[{i}]" for i in indices)
+    if bad.change is None:
+        return _Where(label, value, indices)
+    if bad.change == "unsupported_reduce_op":
+        binding = dict(bad.bindings)["reduce_op"]
+        _assign(args, binding, _unsupported_reduce_op(value.dtype, declaration))
+        return _Where(label, value, indices)
+    changed = _changed(bad.change, value, kind, depth, args)
+    if container is None:
+        args[bad.on] = changed
+    else:
+        container[position] = changed
+    return _Where(label, changed, indices)
+
+
+def _changed(change: str, value, kind: str, depth: int, args: dict):
+    import torch
+
+    if change == "add_entry":
+        return [*value, _entry_like(value, kind == "tensor_list_list" and depth == 0, args)]
+    if change == "clear":
+        return []
+    if change == "to_dense":
+        return value.to_dense()
+    if change == "to_sparse":
+        return value.to_sparse()
+    if change == "to_sparse_csr":
+        return value.reshape(-1, value.shape[-1] if value.dim() > 1 else value.numel()).to_sparse_csr()
+    if change == "expand":
+        return value.reshape(-1)[:1].expand(value.shape)
+    if change == "other_dtype":
+        return value.to(torch.float32 if value.dtype == torch.float64 else torch.float64)
+    if change == "extra_element":
+        return value.new_zeros(value.numel() + 1)
+    if change == "to_meta":
+        return torch.empty_like(value, device="meta")
+    raise AssertionError(f"change {change!r} does not apply to a tensor or list")
+
+
+def _entry_like(entries: list, of_lists: bool, args: dict):
+    """One more entry for a list: a copy of its last, or (for an empty list) a tensor like the
+    op's first one, in a list of one if the list holds lists."""
+    if entries:
+        last = entries[-1]
+        return [t.clone() for t in last] if isinstance(last, list) else last.clone()
+    tensor = next(_tensors(list(args.values()))).clone()
+    return [tensor] if of_lists else tensor
+
+
+def _tensors(values):
+    import torch
+
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, list):
+            yield from _tensors(value)
+
+
+def _assign(args: dict, path: str, value) -> None:
+    """Sets an argument (`dst_rank`) or a field of one (`opts.rootRank`)."""
+    match = _ASSIGNABLE.match(path)
+    if match is None or match[1] not in args:
+        raise AssertionError(f"cannot set {path!r}: the spec must say how (`violate:`)")
+    if match[2] is None:
+        args[match[1]] = value
+    else:
+        setattr(args[match[1]], match[2], value)
+
+
+def _unsupported_reduce_op(dtype, declaration: Declaration):
+    """A c10d reduce op this dtype refuses: one whose rule excludes it, else one not declared."""
+    import torch._C._distributed_c10d as c10d
+
+    name = str(dtype).removeprefix("torch.")
+    declared = {op: dtypes for op, dtypes, _ in declaration.reduce_ops}
+    refused = [op for op in declared if name not in declaration.reduce_op_dtypes(op)]
+    refused += [op for op in REDUCE_OPS if op not in declared and op != "PREMUL_SUM"]
+    if not refused:
+        raise AssertionError(f"every c10d reduce op takes {name}: nothing to refuse")
+    return getattr(c10d.ReduceOp, refused[0])
+
+
+def reduce_op_unsupported_reason(op_name: str, dtype: str, declaration: Declaration) -> str | None:
+    """The generated C++ function's text (occl_codegen/view.py builds both from `support:`)."""
+    if dtype not in declaration.reduce_dtypes:
+        return f"{declaration.backend} reduces {', '.join(declaration.reduce_dtypes)}"
+    rules = {op: (dtypes, rule) for op, dtypes, rule in declaration.reduce_ops}
+    if op_name not in rules:
+        return f"{declaration.backend} defines the reduce ops {', '.join(rules)}"
+    dtypes, rule = rules[op_name]
+    return None if not dtypes or dtype in dtypes else rule
+
+
+def _python_scope(rank: int, world_size: int) -> dict:
+    import torch
+    import torch._C._distributed_c10d as c10d
+
+    return {"torch": torch, "c10d": c10d, "rank": rank, "world_size": world_size}
+
+
+class _CppTensor:
+    """A tensor as the check's C++ expressions see it, printing as C++ prints."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+
+    def numel(self):
+        return self._tensor.numel()
+
+    def scalar_type(self):
+        return _SCALAR_TYPE_NAMES[str(self._tensor.dtype).removeprefix("torch.")]
+
+    def layout(self):
+        import torch
+
+        return {torch.strided: "Strided", torch.sparse_coo: "Sparse",
+                torch.sparse_csr: "SparseCsr"}[self._tensor.layout]
+
+    def device(self):
+        return str(self._tensor.device)
+
+    def is_sparse(self):
+        return self._tensor.is_sparse
+
+    @property
+    def tensor(self):
+        return self._tensor
+
+
+class _CppList(list):
+    def size(self):
+        return len(self)
+
+    def empty(self):
+        return not self
+
+
+def _cpp(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return _CppTensor(value)
+    if isinstance(value, (list, tuple)):
+        return _CppList(_cpp(v) for v in value)
+    return value
+
+
+class _CppScope:
+    """Evaluates the spec's C++ expressions over the call's arguments."""
+
+    def __init__(self, args: dict, rank: int, world_size: int, declaration: Declaration):
+        self._declaration = declaration
+        self._names = {
+            **{name: _cpp(value) for name, value in args.items()},
+            "rank": rank, "world_size": world_size,
+            "kSupportedDevices": ", ".join(declaration.devices),
+            "reduce_op_name": _reduce_op_name,
+            "reduce_op_unsupported_reason": self._reduce_op_unsupported_reason,
+            "slice_bytes": _slice_bytes,
+        }
+
+    def eval(self, expression: str, **extra):
+        for pattern, python in _CPP_OPERATORS:
+            expression = pattern.sub(python, expression)
+        return eval(expression, {**self._names, **extra})  # noqa: S307 (the spec's own text)
+
+    def message(self, bad: BadInput, where: _Where) -> str:
+        indices = dict(zip(("i0", "i1"), where.indices))
+        subject_name = {"tensor": "tensor", "tensor_list": "tensors", "list": "list",
+                        "value": "value"}[bad.subject]
+        subject = self.eval(bad.on) if bad.subject == "value" else _cpp(where.subject)
+        names = {subject_name: subject, **indices}
+        texts = dict(bad.bindings)
+        for param, expression in bad.bindings:
+            names[param] = self.eval(expression, **names)
+
+        def placeholder(match):
+            expression = match[1]
+            if expression == "label":
+                return where.label
+            if expression.endswith("!text"):
+                return texts[expression.removesuffix("!text")]
+            value = self.eval(expression, **names)
+            return str(int(value)) if isinstance(value, bool) else str(value)
+
+        return _PLACEHOLDER.sub(placeholder, bad.message)
+
+    def _reduce_op_unsupported_reason(self, op, scalar_type: str):
+        dtype = next(name for name, cpp in _SCALAR_TYPE_NAMES.items() if cpp == scalar_type)
+        return reduce_op_unsupported_reason(_reduce_op_name(op), dtype, self._declaration)
+
+
+def _reduce_op_name(op) -> str:
+    import torch._C._distributed_c10d as c10d
+
+    return next(name for name in REDUCE_OPS if op == getattr(c10d.ReduceOp, name))
+
+
+def _slice_bytes(split_sizes, tensor: _CppTensor, index: int, world_size: int) -> int:
+    """The contract's slice_bytes: the bytes of `tensor`'s rows that rank `index` sends or gets."""
+    t = tensor.tensor
+    rows = t.shape[0] if t.dim() else t.numel()
+    row_bytes = (t.numel() // rows if rows else 0) * t.element_size()
+    return (split_sizes[index] if split_sizes else rows // world_size) * row_bytes
