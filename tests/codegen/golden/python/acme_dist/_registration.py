@@ -8,6 +8,7 @@ import datetime
 import torch.distributed as dist
 
 from acme_dist import _C
+from acme_dist import hooks
 
 BACKEND_NAME: str = _C.BACKEND_NAME
 
@@ -34,6 +35,7 @@ def create_backend(backend_options, process_group_options=None) -> _C.ProcessGro
     )
     options.group_name = backend_options.group_id
     options.global_ranks_in_group = list(backend_options.global_ranks_in_group)
+    options.address = hooks.address(backend_options.store)
     return _C.ProcessGroupAcme(
         backend_options.store, backend_options.group_rank, backend_options.group_size, options
     )
