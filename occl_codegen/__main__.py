@@ -54,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no spec at {args.spec}")
     if args.templates is not None and not args.templates.is_dir():
         parser.error(f"no templates folder at {args.templates}")
-    layout = Layout.of(args.spec, args.out, args.python_out, args.templates)
+    try:
+        layout = Layout.of(args.spec, args.out, args.python_out, args.templates)
+    except ValueError as error:
+        parser.error(str(error))
 
     # Imported here rather than at the top so that tests can stand in a fake `occl_codegen.render`.
     from occl_codegen.render import render_all

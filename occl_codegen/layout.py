@@ -1,8 +1,9 @@
 """Where the generator reads and writes, and the command that regenerates its output.
 
-Every path is kept relative to the project root: the deepest folder that holds the spec, the
-output folders and the templates. Generated files name the spec and the command by those
-relative paths, so the output is the same whichever folder the generator runs from.
+Every path is kept relative to the project root: the deepest folder that holds the spec's folder
+and --out (--python-out and --templates must lie in it too). Generated files name the spec and
+the command by those relative paths, and the folder to run it in by what it holds, so the
+output is the same whichever folder the generator runs from.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ class Layout:
     @staticmethod
     def of(spec: Path, out: Path, python_out: Path | None, templates: Path | None) -> Layout:
         python_out = out.resolve().parent if python_out is None else python_out.resolve()
-        paths = [spec.resolve().parent, out.resolve(), python_out]
-        if templates is not None:
-            paths.append(templates.resolve())
-        root = Path(os.path.commonpath(paths))
+        root = Path(os.path.commonpath([spec.resolve().parent, out.resolve()]))
+        for option, path in (("--python-out", python_out), ("--templates", templates)):
+            if path is not None and not path.resolve().is_relative_to(root):
+                raise ValueError(
+                    f"{option} {path} lies outside the project, {root} (the folder holding the"
+                    " spec's folder and --out)"
+                )
         return Layout(
             root=root,
             spec=_relative(spec, root),
@@ -45,6 +49,17 @@ class Layout:
         if self.templates is not None:
             parts += ["--templates", self.templates]
         return " ".join(parts)
+
+    def where(self) -> str:
+        """Where to run the command, by what the project root holds: "in the folder holding
+        spec/ and generated/"."""
+        spec = Path(self.spec).parts
+        held = [spec[0] + ("/" if len(spec) > 1 else "")]
+        for folder in (self.out, self.python_out, self.templates):
+            if folder is not None and folder != "." and Path(folder).parts[0] + "/" not in held:
+                held.append(Path(folder).parts[0] + "/")
+        listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
+        return f"in the folder holding {listed}"
 
     def python_file(self, package: str, name: str) -> str:
         """The path, relative to root, of module `name` of the Python package `package`."""

@@ -19,6 +19,7 @@ import yaml
 
 from occl_codegen import model
 from occl_codegen.conformance.semantics import SEMANTICS
+from occl_codegen.conformance.violations import SCOPE_NAMES, SUITE_NAMES, unknown_names, uses_param
 from occl_codegen.errors import SpecError
 
 _IDENTIFIER_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -33,7 +34,6 @@ _PYTHON_MODULE = (
     "a Python module (identifiers joined by '.')",
 )
 # A placeholder of a check's message: `{param!text}`, else a C++ expression (`{label}` included).
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # `{word!word}` is no C++ expression, so a placeholder of this form is a misspelt `!text`.
 _CONVERSION = re.compile(r"(\w+)!(\w+)")
 
@@ -60,10 +60,47 @@ def load_spec(path: str | Path) -> model.Spec:
     ops = tuple(_parse_op(entry, checks) for entry in top.named_entries("ops"))
     support = parse_support(top.entry("support"))
     _check_semantics_unique(top.entry("ops"), ops)
+    _check_violations_readable(top.entry("ops"), ops, checks)
     omits = _parse_omits(top, ops)
     return model.Spec(
         path=spec_path, backend=backend, checks=checks, ops=ops, support=support, omits=omits
     )
+
+
+def _check_violations_readable(
+    entry: _Entry, ops: tuple[model.Op, ...], checks: tuple[model.Check, ...]
+) -> None:
+    """The bad-input tests evaluate, in Python, the expressions of every check use they break:
+    each must read as Python and name only what the suite knows."""
+    for op in ops:
+        for index, use in enumerate(op.checks):
+            check = next(c for c in checks if c.name == use.check)
+            if check.violation is None and not use.violate:
+                continue
+            known = {a.name for a in op.args} | set(check.params) | set(SCOPE_NAMES) | set(SUITE_NAMES)
+            message = (check.violation.message if check.violation else None) or check.message
+            expressions = [use.on] if check.subject == "value" else []
+            expressions += [use.when] if use.when else []
+            expressions += [e for param, e in use.bindings if uses_param(message, param)]
+            expressions += [
+                placeholder for placeholder in model.PLACEHOLDER.findall(message)
+                if placeholder != "label" and not placeholder.endswith("!text")
+            ]
+            for expression in expressions:
+                try:
+                    unknown = unknown_names(expression, known)
+                except SyntaxError:
+                    problem = f"`{expression}` does not read as Python, as the bad-input tests evaluate it"
+                else:
+                    if not unknown:
+                        continue
+                    problem = (
+                        f"`{expression}` uses {', '.join(unknown)}, which the bad-input tests cannot"
+                        f" evaluate (they know the op's arguments, the check's names and"
+                        f" {', '.join(SUITE_NAMES)}): give check {use.check}'s violation a"
+                        " `message:` that does not need it"
+                    )
+                raise SpecError(entry.spec_path, use.line, f"ops.{op.name}.checks[{index}]", problem)
 
 
 def _parse_omits(top: _Entry, ops: tuple[model.Op, ...]) -> tuple[tuple[str, str], ...]:
@@ -375,7 +412,7 @@ def _parse_backend(entry: _Entry) -> model.Backend:
     devices = entry.identifiers("devices")
     if not devices:
         raise entry.value_error("devices", "must list at least one device type")
-    return model.Backend(
+    backend = model.Backend(
         name=name,
         cpp_namespace=cpp_namespace,
         cpp_class=cpp_class,
@@ -397,6 +434,23 @@ def _parse_backend(entry: _Entry) -> model.Backend:
             else None
         ),
     )
+    _check_python_options(entry, backend)
+    return backend
+
+
+def _check_python_options(entry: _Entry, backend: model.Backend) -> None:
+    """An option's `python:` is assigned by the generated registration, which exists only with a
+    python_package, and may call `hooks` only if python_hooks names them."""
+    for index, option in enumerate(backend.options):
+        if option.python is None:
+            continue
+        location = f"backend.options[{index}].python"
+        if backend.python_package is None:
+            problem = "only the generated registration assigns it, and there is none without backend.python_package"
+            raise SpecError(entry.spec_path, option.line, location, problem)
+        if re.search(r"\bhooks\b", option.python) and backend.python_hooks is None:
+            problem = f"{option.python!r} calls hooks, but backend.python_hooks names no module"
+            raise SpecError(entry.spec_path, option.line, location, problem)
 
 
 def _parse_capabilities(entry: _Entry) -> tuple[tuple[str, bool], ...]:
@@ -452,13 +506,23 @@ def _parse_check(entry: _Entry) -> model.Check:
         condition=entry.string("condition"),
         message=_parse_message(entry, params),
         line=entry.line,
-        violation=_parse_violation(entry.entry("violation"), params) if "violation" in entry.mapping else None,
+        violation=(
+            _parse_violation(entry.entry("violation"), subject, params)
+            if "violation" in entry.mapping
+            else None
+        ),
     )
 
 
-def _parse_violation(entry: _Entry, params: tuple[str, ...]) -> model.Violation:
+def _parse_violation(entry: _Entry, subject: str, params: tuple[str, ...]) -> model.Violation:
     entry.expect_keys(required=("change",), optional=("value", "message"))
     change = entry.one_of("change", model.VIOLATION_CHANGES, "change")
+    if change not in model.VIOLATION_SUBJECTS[subject]:
+        problem = (
+            f"change {change!r} does not apply to a {subject} subject (it takes:"
+            f" {', '.join(model.VIOLATION_SUBJECTS[subject])})"
+        )
+        raise entry.value_error("change", problem)
     if change == "set" and "value" not in entry.mapping:
         raise entry.error("change 'set' needs a 'value' (the Python expression to set)")
     if change != "set" and "value" in entry.mapping:
@@ -476,11 +540,11 @@ def _parse_violation(entry: _Entry, params: tuple[str, ...]) -> model.Violation:
 def _parse_message(entry: _Entry, params: tuple[str, ...]) -> str:
     """A check's message, whose placeholders pair up and whose `{param!text}`s name params."""
     message = entry.string("message")
-    unpaired = re.search(r"[{}]", _PLACEHOLDER.sub("", message))
+    unpaired = re.search(r"[{}]", model.PLACEHOLDER.sub("", message))
     if unpaired:
         problem = f"unmatched {unpaired[0]!r} (placeholders are {{...}} and do not nest)"
         raise entry.value_error("message", problem)
-    for placeholder in _PLACEHOLDER.findall(message):
+    for placeholder in model.PLACEHOLDER.findall(message):
         if not placeholder.strip():
             raise entry.value_error("message", "empty placeholder {}")
         param = placeholder.removesuffix("!text")

@@ -1,11 +1,11 @@
 """The parsed spec: frozen dataclasses, one per YAML mapping.
 
-`occl_codegen.loader` builds these from spec/collectives.yaml after validating it; nothing else reads
-the YAML. Every object remembers the spec line it came from (`line`) so later stages can name it.
+`occl_codegen.loader` builds these from a spec after validating it; nothing else reads the YAML. Every object remembers the spec line it came from (`line`) so later stages can name it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # Argument kinds an op may declare, in the order c10d::Backend methods take them.
@@ -37,6 +37,14 @@ DTYPES = (
     "bool", "complex64", "complex128",
 )
 REDUCIBLE_DTYPES = DTYPES[:-2]  # every dtype but the complex ones
+# The at::ScalarType enumerator of each dtype, which is also how C++ prints it (c10::toString).
+SCALAR_TYPES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int", "int64": "Long",
+    "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+}
+# A placeholder in a check's message: `{expression}`, `{label}` or `{param!text}`.
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 DTYPE_CLASSES = {
     "floating": ("float32", "float64", "float16", "bfloat16"),
     "integer": ("int8", "uint8", "int16", "int32", "int64"),
@@ -78,10 +86,30 @@ class Violation:
 
     change: str
     value: str | None  # `set`: a Python expression (names: the op's arguments, world_size, rank)
-    # The message the broken call must raise, if the check's calls runtime functions whose text
-    # the suite cannot compute; the same placeholders as `message`.
+    # The message the broken call must raise, if the check's message calls a runtime function
+    # whose text the suite cannot compute; the same placeholders as `message`.
     message: str | None
     line: int
+
+
+# Which changes apply to each subject kind.
+VIOLATION_SUBJECTS = {
+    "list": ("add_entry", "clear", "set"),
+    "tensor_list": ("add_entry", "clear"),
+    "tensor": ("to_dense", "to_sparse", "to_sparse_csr", "expand", "other_dtype",
+               "extra_element", "to_meta", "unsupported_reduce_op"),
+    "value": ("set",),
+}
+
+
+def reduce_dtypes_refusal(backend: str, reduce_dtypes: tuple[str, ...]) -> str:
+    """Why a reduction refuses a dtype outside support.reduce_dtypes (the C++ and the suite's)."""
+    return f"{backend} reduces {', '.join(reduce_dtypes)}"
+
+
+def undefined_reduce_op_refusal(backend: str, reduce_ops: tuple[str, ...]) -> str:
+    """Why a reduction refuses a reduce op support.reduce_ops does not define."""
+    return f"{backend} defines the reduce ops {', '.join(reduce_ops)}"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,20 @@ from dataclasses import dataclass
 
 from .conformance.semantics import SEMANTICS
 from .layout import Layout
-from .model import MISMATCHES, Arg, Check, CheckUse, Op, Option, Spec, Support
+from .model import (
+    MISMATCHES,
+    PLACEHOLDER,
+    SCALAR_TYPES,
+    Arg,
+    Check,
+    CheckUse,
+    Op,
+    Option,
+    Spec,
+    Support,
+    reduce_dtypes_refusal,
+    undefined_reduce_op_refusal,
+)
 
 GENERATED_MARKER = "generated — do not edit"
 
@@ -32,13 +45,6 @@ _LOOP_DEPTH = {
     ("tensor", "tensor_list_list"): 2,
     ("tensor_list", "tensor_list"): 0,
     ("tensor_list", "tensor_list_list"): 1,
-}
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-# The at::ScalarType enumerator of each dtype a spec may name.
-_SCALAR_TYPES = {
-    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-    "int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int", "int64": "Long",
-    "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
 }
 # The Python property torch binds for each c10d::Backend capability.
 _PYTHON_CAPABILITIES = {
@@ -152,6 +158,8 @@ class RegistrationView:
 @dataclass(frozen=True)
 class View:
     header: str  # the "generated — do not edit" line, without comment syntax
+    spec_path: str  # relative to the project root
+    conformance_suite: str  # the generated suite's path, relative to the project root
     backend_name: str
     namespace: str
     cpp_class: str
@@ -175,6 +183,7 @@ class View:
     not_covered: tuple[ConformanceOpView, ...]  # ops that name no semantics: the suite says so
     bad_inputs: tuple[tuple[str, ...], ...]  # each BadInput's keyword arguments, one per line
     bad_inputs_not_covered: tuple[tuple[str, str], ...]  # (test name, why): uses nobody can break
+    omits: tuple[tuple[str, str], ...]  # (minimal-tier method the backend lacks, why)
     python_package: str  # Python literal: the module whose import registers the backend, or None
     registration: RegistrationView | None  # None without backend.python_package
     files: dict  # template name -> output path, relative to the project root
@@ -198,7 +207,7 @@ def _message_args(check: Check) -> tuple[str, ...]:
     """Splits a check message into TORCH_CHECK pieces: literals, `label`, expressions."""
     pieces: list[str] = []
     position = 0
-    for match in _PLACEHOLDER.finditer(check.message):
+    for match in PLACEHOLDER.finditer(check.message):
         if match.start() > position:
             pieces.append(_cpp_string(check.message[position : match.start()]))
         expression = match.group(1)
@@ -217,7 +226,7 @@ def _message_args(check: Check) -> tuple[str, ...]:
 def _text_params(check: Check) -> tuple[str, ...]:
     used = {
         m.group(1)[: -len("!text")]
-        for m in _PLACEHOLDER.finditer(check.message)
+        for m in PLACEHOLDER.finditer(check.message)
         if m.group(1).endswith("!text")
     }
     return tuple(p for p in check.params if p in used)
@@ -306,7 +315,7 @@ def _op(spec: Spec, op: Op) -> OpView:
         python_name=_snake(op.name),
         description=op.description,
         tier=op.tier,
-        label=f"{spec.backend.name}.{op.name}",
+        label=_label(spec, op),
         profiling_title=f"{spec.backend.name}:{op.name}",
         op_type=op.op_type,
         params=", ".join(_param(a) for a in op.args),
@@ -350,17 +359,17 @@ def _support(spec: Spec) -> SupportView:
         if rule.rule is None:
             verdict = "nullptr"
         else:
-            allowed = " || ".join(f"dtype == at::ScalarType::{_SCALAR_TYPES[d]}" for d in rule.dtypes)
+            allowed = " || ".join(f"dtype == at::ScalarType::{SCALAR_TYPES[d]}" for d in rule.dtypes)
             verdict = f"({allowed or 'false'}) ? nullptr : {_cpp_string(rule.rule)}"
         rules.append(ReduceRuleView(
             name=rule.name, verdict=verdict, dtypes=", ".join(rule.dtypes), rule=rule.rule or "–",
         ))
     return SupportView(
-        reduce_dtype_enums=tuple(f"at::ScalarType::{_SCALAR_TYPES[d]}" for d in support.reduce_dtypes),
-        reduce_dtypes_refusal=_cpp_string(f"{name} reduces {', '.join(support.reduce_dtypes)}"),
+        reduce_dtype_enums=tuple(f"at::ScalarType::{SCALAR_TYPES[d]}" for d in support.reduce_dtypes),
+        reduce_dtypes_refusal=_cpp_string(reduce_dtypes_refusal(name, support.reduce_dtypes)),
         reduce_ops=tuple(rules),
         undefined_reduce_op=_cpp_string(
-            f"{name} defines the reduce ops {', '.join(r.name for r in support.reduce_ops)}"
+            undefined_reduce_op_refusal(name, tuple(r.name for r in support.reduce_ops))
         ),
         dtypes=repr(support.dtypes),
         reduce_dtypes=repr(support.reduce_dtypes),
@@ -404,6 +413,11 @@ def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
     )
 
 
+def _label(spec: Spec, op: Op) -> str:
+    """How errors name the op: `occl.allgather`."""
+    return f"{spec.backend.name}.{op.name}"
+
+
 def _bad_inputs(spec: Spec) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The generated BadInput(...) of every check use that can be broken, each as lines of Python
     source; and (test name, why) of every use that cannot."""
@@ -420,7 +434,7 @@ def _bad_inputs(spec: Spec) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...
                 not_covered.append((test, f"neither check {use.check} (violation:) nor {op.name}'s use of it (violate:) says how to break it"))
                 continue
             fields = {
-                "op": op.name, "label": f"{spec.backend.name}.{op.name}", "method": _snake(op.name),
+                "op": op.name, "label": _label(spec, op), "method": _snake(op.name),
                 "semantics": op.semantics, "args": tuple((a.name, a.kind) for a in op.args),
                 "index": index, "check": use.check, "subject": check.subject, "on": use.on,
                 "message": violation.message if violation and violation.message else check.message,
@@ -472,11 +486,15 @@ def _files(spec: Spec, layout: Layout) -> dict[str, str]:
 def build_view(spec: Spec, layout: Layout) -> View:
     backend = spec.backend
     cls = backend.cpp_class
+    bad_inputs, bad_inputs_not_covered = _bad_inputs(spec)
+    files = _files(spec, layout)
     return View(
         header=(
             f"{GENERATED_MARKER}. Source: {layout.spec}; regenerate with `{layout.command()}`"
-            " in the project root."
+            f" {layout.where()}."
         ),
+        spec_path=layout.spec,
+        conformance_suite=files["test_conformance.py.j2"],
         backend_name=backend.name,
         namespace=backend.cpp_namespace,
         cpp_class=cls,
@@ -504,11 +522,12 @@ def build_view(spec: Spec, layout: Layout) -> View:
         not_covered=tuple(
             _conformance_op(spec.support, op) for op in spec.ops if op.semantics is None
         ),
-        bad_inputs=_bad_inputs(spec)[0],
-        bad_inputs_not_covered=_bad_inputs(spec)[1],
+        bad_inputs=bad_inputs,
+        bad_inputs_not_covered=bad_inputs_not_covered,
+        omits=spec.omits,
         python_package=repr(backend.python_package),
         registration=_registration(spec),
         header_file=f"{cls}.hpp",
         checks_file=f"{backend.name}_checks.hpp",
-        files=_files(spec, layout),
+        files=files,
     )

@@ -1,10 +1,12 @@
 """Bad arguments through torch.distributed's public calls: what the spec's checks cannot say.
 
 The generated conformance suite (generated/tests/test_occl_conformance.py) breaks every check of
-every op through the backend object and asserts its exact message. What is left here is what
-depends on torch's Python layer: the error is raised at the call itself (async_op=True returns
-no Work), a bad op inside batch_isend_irecv, and the calls torch refuses before any backend sees
-them (why the generated tests call the backend object). All at world size 2.
+every op through the backend object and asserts its exact message, one way per check. What is
+left here: the other ways to break a check whose message occl's runtime words (every reason of
+split_sizes_unfit_reason, a negative root), and what depends on torch's Python layer: the error
+is raised at the call itself (async_op=True returns no Work), a bad op inside batch_isend_irecv,
+and the calls torch refuses before any backend sees them (why the generated tests call the
+backend object). All at world size 2.
 """
 
 from __future__ import annotations
@@ -27,6 +29,39 @@ def _pg():
 
 def _z(*shape, dtype=torch.float32):
     return torch.zeros(shape, dtype=dtype)
+
+
+# ---- the runtime's reasons: one per way to break the check ---------------------------------
+
+SPLITS = "occl.alltoall_base: {} does not fit {}: "
+
+
+def w_runtime_reasons(rank, ws):
+    bad = [
+        (lambda: dist.all_to_all_single(_z(3), _z(3), output_split_sizes=[1, 2],
+                                        input_split_sizes=[1, 1]),
+         SPLITS.format("input_split_sizes", "input_tensor")
+         + "the split sizes sum to 2, expected its first dimension, 3"),
+        (lambda: dist.all_to_all_single(_z(3, 2), _z(4, 2), output_split_sizes=[2, 2]),
+         SPLITS.format("output_split_sizes", "output_tensor")
+         + "the split sizes sum to 4, expected its first dimension, 3"),
+        (lambda: dist.all_to_all_single(_z(3), _z(3)),
+         SPLITS.format("input_split_sizes", "input_tensor")
+         + "no split sizes means equal splits, but its first dimension, 3, does not divide by the"
+         " world size, 2"),
+        (lambda: dist.all_to_all_single(_z(3), _z(3), output_split_sizes=[1, 2],
+                                        input_split_sizes=[-1, 4]),
+         SPLITS.format("input_split_sizes", "input_tensor") + "split size 0 is -1, expected >= 0"),
+        (lambda: dist.broadcast(_z(4), src=-1),
+         f"occl.broadcast: opts.rootRank is -1, expected a rank in [0, {ws})"),
+    ]
+    return raise_at_call_and_group_still_works(bad, ws)
+
+
+def test_runtime_reasons(dist_pool, backend):
+    if backend != "occl":
+        pytest.skip("occl messages")
+    assert dist_pool(WS).run(w_runtime_reasons) == [True] * WS
 
 
 # ---- errors are raised at the call, before any communication ------------------------------

@@ -39,7 +39,8 @@ def test_a_vendor_tree_generates_builds_and_passes_its_generated_suite(tmp_path)
     header = (tree / "generated" / "csrc" / "ProcessGroupTin.hpp").read_text().splitlines()[0]
     assert header == (
         "// generated — do not edit. Source: spec/tin.yaml; regenerate with"
-        " `python -m occl_codegen --spec spec/tin.yaml --out generated` in the project root."
+        " `python -m occl_codegen --spec spec/tin.yaml --out generated` in the folder holding"
+        " spec/ and generated/."
     )
     assert (tree / "tin_dist" / "_registration.py").is_file()
     run([sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"], tree, timeout=900)

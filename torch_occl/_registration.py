@@ -1,4 +1,4 @@
-# generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
+# generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 """Registers occl with torch.distributed and builds a backend for each process group."""
 
 from __future__ import annotations

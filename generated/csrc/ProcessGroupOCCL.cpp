@@ -1,4 +1,4 @@
-// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
+// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 #include "ProcessGroupOCCL.hpp"
 
 #include "occl_checks.hpp"

@@ -1,4 +1,4 @@
-// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
+// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 //
 // The occl c10d::Backend: argument checks and glue, generated; the work itself
 // is done by the runtime in torch_occl/csrc/runtime.hpp.

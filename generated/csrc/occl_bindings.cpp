@@ -1,4 +1,4 @@
-// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
+// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 //
 // The Python module torch_occl._C: the backend class (a subclass of torch's
 // c10d Backend, held by c10::intrusive_ptr as torch requires) and its Options.

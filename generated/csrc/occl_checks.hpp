@@ -1,4 +1,4 @@
-// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
+// generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 //
 // Validation macros, one per entry of `checks:` in the spec. Each raises through TORCH_CHECK
 // with a message that names the op, the argument and the rule. The generated backend calls them
@@ -80,7 +80,7 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 
 }  // namespace occl
 
-// single_entry: The list has exactly one entry (one tensor per process, as gloo takes).
+// single_entry: The list has exactly one entry (one tensor per process).
 #define OCCL_CHECK_SINGLE_ENTRY(op, label, list) \
   TORCH_CHECK(list.size() == 1, op, ": ", label, " has ", (list.size()), " entries, expected exactly 1 (one tensor per process)")
 
@@ -108,7 +108,7 @@ inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
 #define OCCL_CHECK_REDUCE_OP_IS_SUM(op, label, value) \
   TORCH_CHECK(value == c10d::ReduceOp::SUM, op, ": ", label, " is ", (reduce_op_name(value)), ", expected SUM (the only reduce op for sparse tensors)")
 
-// dense_or_sparse_coo: The tensor is strided or sparse COO (allreduce sums sparse tensors too, as gloo does).
+// dense_or_sparse_coo: The tensor is strided or sparse COO (allreduce sums sparse tensors too).
 #define OCCL_CHECK_DENSE_OR_SPARSE_COO(op, label, tensor) \
   TORCH_CHECK(tensor.layout() == c10::kStrided || tensor.layout() == c10::kSparse, op, ": ", label, " has layout ", (tensor.layout()), ", expected a dense (strided) or sparse COO tensor")
 

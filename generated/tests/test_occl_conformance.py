@@ -1,4 +1,4 @@
-# generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
+# generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 #
 # The conformance suite of the occl backend: every op the spec declares, on 1 to 4
 # ranks, checked against its semantics (occl_codegen/conformance/reference.py), which every rank

@@ -1,4 +1,4 @@
-# generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the project root.
+# generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 #
 # Checks, from the spec alone, that the built backend is what the spec declares: its name,
 # capabilities and options, and that every op runs in a group of one, where every output must

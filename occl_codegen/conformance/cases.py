@@ -149,13 +149,17 @@ def _dimensions(semantics, declaration: Declaration) -> list[_Dimension]:
     return dims
 
 
+def takes_async(semantics) -> bool:
+    """Whether the backend method takes an async flag: a method without options (send, recv)
+    does not, and its calls all return a Work."""
+    return "options" in semantics.arg_kinds
+
+
 def _valid(semantics, declaration: Declaration) -> Callable[[dict], bool]:
     """Whether a (partial) choice can run: the constraints are all between two choices."""
-    # A method without options (send, recv) takes no async flag: its calls all return a Work.
-    takes_async = "options" in semantics.arg_kinds
 
     def valid(choice: dict) -> bool:
-        if not takes_async and choice.get("api") == "backend" and choice.get("async_op") is False:
+        if not takes_async(semantics) and choice.get("api") == "backend" and choice.get("async_op") is False:
             return False
         if "root" in choice and "world_size" in choice and choice["root"] >= choice["world_size"]:
             return False

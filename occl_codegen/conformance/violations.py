@@ -9,24 +9,49 @@ arguments, printed as C++ prints them (dtypes as `Float`, layouts as `Strided`).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
-from .cases import Case, Declaration
+from ..model import (
+    PLACEHOLDER,
+    REDUCE_OPS,
+    SCALAR_TYPES,
+    reduce_dtypes_refusal,
+    undefined_reduce_op_refusal,
+)
+from .cases import Case, Declaration, takes_async
 from .semantics import SEMANTICS
 
-# A check's C++ expressions, read as Python (conditions in `when`, params, `on`).
+# A check's C++ expressions, read as Python (conditions in `when`, params, `on`, messages).
 _CPP_OPERATORS = ((re.compile(r"&&"), " and "), (re.compile(r"\|\|"), " or "),
                   (re.compile(r"!(?!=)"), " not "))
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _ASSIGNABLE = re.compile(r"^([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
-# c10::toString of each at::ScalarType, by torch dtype name.
-_SCALAR_TYPE_NAMES = {
-    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-    "int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int", "int64": "Long",
-    "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
-}
-REDUCE_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
+# The runtime contract's functions and constants that check messages may call, as the suite
+# computes them (the contract pins their output).
+SUITE_NAMES = ("reduce_op_name", "reduce_op_unsupported_reason", "slice_bytes", "kSupportedDevices")
+# The other names a check's expressions see: the subject kinds' and the walk's.
+SCOPE_NAMES = ("tensor", "tensors", "list", "value", "i0", "i1", "rank", "world_size")
+
+
+def as_python(expression: str) -> str:
+    """A check's C++ expression as Python (`&&`, `||` and `!` spelled out)."""
+    for pattern, python in _CPP_OPERATORS:
+        expression = pattern.sub(python, expression)
+    return expression
+
+
+def uses_param(message: str, param: str) -> bool:
+    """Whether a message's placeholders evaluate `param` (not only print its text)."""
+    return any(re.search(rf"\b{param}\b", placeholder) and not placeholder.endswith("!text")
+               for placeholder in PLACEHOLDER.findall(message))
+
+
+def unknown_names(expression: str, known: set[str]) -> list[str]:
+    """The names `expression` uses that are not in `known`: those the suite cannot evaluate
+    (raises SyntaxError if it does not read as Python at all)."""
+    tree = ast.parse(as_python(expression).strip(), mode="eval")
+    return sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} - known)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +91,7 @@ def base_case(bad: BadInput, declaration: Declaration) -> Case:
     return Case(
         ops=(bad.op,), method=bad.method, semantics=bad.semantics,
         world_size=max(2, semantics.min_world_size), api="backend",
-        async_op="options" not in semantics.arg_kinds, layout="contiguous",
+        async_op=not takes_async(semantics), layout="contiguous",
         dtype=("float32" if "float32" in dtypes else dtypes[0]) if dtypes else None,
         reduce_op=reduce_op, root=0 if semantics.rooted else None,
         splits="equal" if semantics.splits else None,
@@ -89,12 +114,13 @@ def call_bad_input(rank: int, world_size: int, bad: BadInput,
     python = _python_scope(rank, world_size)
     for name, expression in bad.violate:
         args[name] = eval(expression, {**python, **args})  # noqa: S307 (the spec's own text)
-    if bad.when is not None and not _CppScope(args, rank, world_size, declaration).eval(bad.when):
-        return "not called", f"`{bad.when}` is false on rank {rank}", ""
     where = _break(bad, args, python, declaration)
     if where is None:
         return "not called", f"rank {rank} passes nothing for {bad.on}", ""
-    expected = f"{bad.label}: " + _CppScope(args, rank, world_size, declaration).message(bad, where)
+    cpp = _CppScope(args, rank, world_size, bad.label.split(".")[0], declaration)
+    if bad.when is not None and not cpp.eval(bad.when):  # as C++ does: on the arguments passed
+        return "not called", f"`{bad.when}` is false on rank {rank}", ""
+    expected = f"{bad.label}: " + cpp.message(bad, where)
     try:
         returned = getattr(backend, bad.method)(*(args[name] for name, _ in bad.args))
     except Exception as error:  # noqa: BLE001  (compared with the expected message)
@@ -210,7 +236,7 @@ def _unsupported_reduce_op(dtype, declaration: Declaration):
     import torch._C._distributed_c10d as c10d
 
     name = str(dtype).removeprefix("torch.")
-    declared = {op: dtypes for op, dtypes, _ in declaration.reduce_ops}
+    declared = [op for op, _, _ in declaration.reduce_ops]
     refused = [op for op in declared if name not in declaration.reduce_op_dtypes(op)]
     refused += [op for op in REDUCE_OPS if op not in declared and op != "PREMUL_SUM"]
     if not refused:
@@ -218,15 +244,15 @@ def _unsupported_reduce_op(dtype, declaration: Declaration):
     return getattr(c10d.ReduceOp, refused[0])
 
 
-def reduce_op_unsupported_reason(op_name: str, dtype: str, declaration: Declaration) -> str | None:
-    """The generated C++ function's text (occl_codegen/view.py builds both from `support:`)."""
+def reduce_op_unsupported_reason(backend: str, op_name: str, dtype: str,
+                                 declaration: Declaration) -> str | None:
+    """The generated C++ function's answer (both follow `support:`, through occl_codegen.model)."""
     if dtype not in declaration.reduce_dtypes:
-        return f"{declaration.backend} reduces {', '.join(declaration.reduce_dtypes)}"
-    rules = {op: (dtypes, rule) for op, dtypes, rule in declaration.reduce_ops}
+        return reduce_dtypes_refusal(backend, declaration.reduce_dtypes)
+    rules = {op: rule for op, _, rule in declaration.reduce_ops}
     if op_name not in rules:
-        return f"{declaration.backend} defines the reduce ops {', '.join(rules)}"
-    dtypes, rule = rules[op_name]
-    return None if not dtypes or dtype in dtypes else rule
+        return undefined_reduce_op_refusal(backend, tuple(rules))
+    return None if dtype in declaration.reduce_op_dtypes(op_name) else rules[op_name]
 
 
 def _python_scope(rank: int, world_size: int) -> dict:
@@ -246,7 +272,7 @@ class _CppTensor:
         return self._tensor.numel()
 
     def scalar_type(self):
-        return _SCALAR_TYPE_NAMES[str(self._tensor.dtype).removeprefix("torch.")]
+        return SCALAR_TYPES[str(self._tensor.dtype).removeprefix("torch.")]
 
     def layout(self):
         import torch
@@ -286,8 +312,9 @@ def _cpp(value):
 class _CppScope:
     """Evaluates the spec's C++ expressions over the call's arguments."""
 
-    def __init__(self, args: dict, rank: int, world_size: int, declaration: Declaration):
-        self._declaration = declaration
+    def __init__(self, args: dict, rank: int, world_size: int, backend: str,
+                 declaration: Declaration):
+        self._backend, self._declaration = backend, declaration
         self._names = {
             **{name: _cpp(value) for name, value in args.items()},
             "rank": rank, "world_size": world_size,
@@ -298,9 +325,7 @@ class _CppScope:
         }
 
     def eval(self, expression: str, **extra):
-        for pattern, python in _CPP_OPERATORS:
-            expression = pattern.sub(python, expression)
-        return eval(expression, {**self._names, **extra})  # noqa: S307 (the spec's own text)
+        return eval(as_python(expression), {**self._names, **extra})  # noqa: S307 (the spec's own text)
 
     def message(self, bad: BadInput, where: _Where) -> str:
         indices = dict(zip(("i0", "i1"), where.indices))
@@ -310,7 +335,10 @@ class _CppScope:
         names = {subject_name: subject, **indices}
         texts = dict(bad.bindings)
         for param, expression in bad.bindings:
-            names[param] = self.eval(expression, **names)
+            # As in C++, where the op binds them: over its arguments, not the check's names;
+            # only those the message prints.
+            if uses_param(bad.message, param):
+                names[param] = self.eval(expression, **indices)
 
         def placeholder(match):
             expression = match[1]
@@ -321,11 +349,12 @@ class _CppScope:
             value = self.eval(expression, **names)
             return str(int(value)) if isinstance(value, bool) else str(value)
 
-        return _PLACEHOLDER.sub(placeholder, bad.message)
+        return PLACEHOLDER.sub(placeholder, bad.message)
 
     def _reduce_op_unsupported_reason(self, op, scalar_type: str):
-        dtype = next(name for name, cpp in _SCALAR_TYPE_NAMES.items() if cpp == scalar_type)
-        return reduce_op_unsupported_reason(_reduce_op_name(op), dtype, self._declaration)
+        dtype = next(name for name, cpp in SCALAR_TYPES.items() if cpp == scalar_type)
+        return reduce_op_unsupported_reason(self._backend, _reduce_op_name(op), dtype,
+                                            self._declaration)
 
 
 def _reduce_op_name(op) -> str:

@@ -134,7 +134,8 @@ def test_output_is_the_same_from_any_folder(tmp_path, monkeypatch):
     header = Path("generated/csrc/acme_checks.hpp").read_text(encoding="utf-8").splitlines()[0]
     assert header == (
         f"// {GENERATED_MARKER}. Source: spec/mini.yaml; regenerate with"
-        " `python -m occl_codegen --spec spec/mini.yaml --out generated` in the project root."
+        " `python -m occl_codegen --spec spec/mini.yaml --out generated` in the folder holding"
+        " spec/ and generated/."
     )
     registration = Path("acme_dist/_registration.py").read_text(encoding="utf-8")
     assert registration.startswith(f"# {GENERATED_MARKER}. Source: spec/mini.yaml;")
@@ -156,11 +157,20 @@ def test_vendor_templates_take_precedence(tmp_path, monkeypatch):
     )
     assert Path("out/docs/acme_operations.md").read_text(encoding="utf-8") == (
         f"<!-- {GENERATED_MARKER}. Source: spec/mini.yaml; regenerate with `{command}` in the"
-        " project root. -->\nOps of acme.\n"
+        " folder holding spec/, out/, py/ and templates/. -->\nOps of acme.\n"
     )
     # The other templates are the built-in ones; the registration module goes under --python-out.
     assert Path("out/csrc/ProcessGroupAcme.hpp").is_file()
     assert Path("py/acme_dist/_registration.py").is_file()
+
+
+def test_templates_outside_the_project_are_an_error(tmp_path, capsys):
+    """The project is spec/ here (the spec's folder and --out share it): templates beside it
+    would put paths outside the project into every generated file."""
+    Path("elsewhere").mkdir()
+    with pytest.raises(SystemExit):
+        main(["--spec", "spec/mini.yaml", "--out", "spec/generated", "--templates", "elsewhere"])
+    assert f"--templates elsewhere lies outside the project, {tmp_path / 'spec'}" in capsys.readouterr().err
 
 
 def test_missing_templates_folder_is_an_error(capsys):

@@ -401,6 +401,33 @@ BROKEN_SPECS = {
         "spec.yaml:74: ops.allgather.checks[1].violate: 'outputs' is not an argument of the op"
         " (arguments: output_tensors, input_tensors, opts)",
     ),
+    "a change its subject does not take": (
+        "    violation: {change: to_sparse}\n",
+        "    violation: {change: add_entry}\n",
+        "spec.yaml:42: checks.dense.violation.change: change 'add_entry' does not apply to a tensor"
+        " subject (it takes: to_dense, to_sparse, to_sparse_csr, expand, other_dtype, extra_element,"
+        " to_meta, unsupported_reduce_op)",
+    ),
+    "an option's python without a python_package": (
+        "  python_package: acme_dist\n  python_hooks: acme_dist.hooks\n",
+        "",
+        "spec.yaml:17: backend.options[0].python: only the generated registration assigns it, and"
+        " there is none without backend.python_package",
+    ),
+    "an option calling hooks without python_hooks": (
+        "  python_hooks: acme_dist.hooks\n",
+        "",
+        "spec.yaml:18: backend.options[0].python: 'hooks.address(backend_options.store)' calls"
+        " hooks, but backend.python_hooks names no module",
+    ),
+    "a check expression the suite cannot evaluate": (
+        '    message: "{label} has {tensors.size()} tensors, expected {world_size}"\n',
+        '    message: "{label} has {tensors.size()} tensors, expected {expected_count(world_size)}"\n',
+        "spec.yaml:75: ops.allgather.checks[2]: `expected_count(world_size)` uses expected_count,"
+        " which the bad-input tests cannot evaluate (they know the op's arguments, the check's names"
+        " and reduce_op_name, reduce_op_unsupported_reason, slice_bytes, kSupportedDevices): give"
+        " check one_per_rank's violation a `message:` that does not need it",
+    ),
 }
 
 

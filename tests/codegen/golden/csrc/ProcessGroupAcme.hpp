@@ -1,4 +1,4 @@
-// generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the project root.
+// generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the folder holding fixtures/ and golden/.
 //
 // The acme c10d::Backend: argument checks and glue, generated; the work itself
 // is done by the runtime in acme/runtime.hpp.

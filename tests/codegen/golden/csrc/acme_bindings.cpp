@@ -1,4 +1,4 @@
-// generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the project root.
+// generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the folder holding fixtures/ and golden/.
 //
 // The Python module acme_dist._C: the backend class (a subclass of torch's
 // c10d Backend, held by c10::intrusive_ptr as torch requires) and its Options.

@@ -1,4 +1,4 @@
-# generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the project root.
+# generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the folder holding fixtures/ and golden/.
 #
 # The conformance suite of the acme backend: every op the spec declares, on 1 to 4
 # ranks, checked against its semantics (occl_codegen/conformance/reference.py), which every rank

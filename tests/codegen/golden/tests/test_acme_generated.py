@@ -1,4 +1,4 @@
-# generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the project root.
+# generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the folder holding fixtures/ and golden/.
 #
 # Checks, from the spec alone, that the built backend is what the spec declares: its name,
 # capabilities and options, and that every op runs in a group of one, where every output must
