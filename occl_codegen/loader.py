@@ -614,12 +614,18 @@ def _parse_semantics(entry: _Entry, args: tuple[model.Arg, ...]) -> str:
 
 def _parse_examples(entry: _Entry, args: tuple[model.Arg, ...]) -> tuple[tuple[str, str], ...]:
     """`examples: {ARG: PYTHON_EXPR}`: inputs the generated tests pass instead of the defaults."""
-    examples = entry.entry("examples")
-    for name in examples.mapping:
+    return _parse_arg_expressions(entry.entry("examples"), args)
+
+
+def _parse_arg_expressions(
+    mapping: _Entry, args: tuple[model.Arg, ...]
+) -> tuple[tuple[str, str], ...]:
+    """`{ARG: PYTHON_EXPR, ...}`, each key an argument of the op."""
+    for name in mapping.mapping:
         if _find_arg(args, name) is None:
             problem = f"{name!r} is not an argument of the op (arguments: {_list(a.name for a in args)})"
-            raise examples.error(problem, name)
-    return tuple((name, examples.string(name)) for name in examples.mapping)
+            raise mapping.error(problem, name)
+    return tuple((name, mapping.string(name)) for name in mapping.mapping)
 
 
 def _parse_arg(entry: _Entry) -> model.Arg:
@@ -663,12 +669,7 @@ def _parse_check_use(
 
 def _parse_violate(entry: _Entry, args: tuple[model.Arg, ...]) -> tuple[tuple[str, str], ...]:
     """`violate: {ARG: PYTHON_EXPR, ...}`: what the op's bad-input test passes instead."""
-    violate = entry.entry("violate")
-    for name in violate.mapping:
-        if _find_arg(args, name) is None:
-            problem = f"{name!r} is not an argument of the op (arguments: {_list(a.name for a in args)})"
-            raise violate.error(problem, name)
-    return tuple((name, violate.string(name)) for name in violate.mapping)
+    return _parse_arg_expressions(entry.entry("violate"), args)
 
 
 def _parse_on(entry: _Entry, check: model.Check, args: tuple[model.Arg, ...]) -> str:
