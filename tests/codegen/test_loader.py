@@ -428,6 +428,12 @@ BROKEN_SPECS = {
         " and reduce_op_name, reduce_op_unsupported_reason, slice_bytes, kSupportedDevices): give"
         " check one_per_rank's violation a `message:` that does not need it",
     ),
+    "an example for no argument": (
+        "    runtime: all_gather\n",
+        "    runtime: all_gather\n    examples: {outputs: \"[]\"}\n",
+        "spec.yaml:79: ops.allgather.examples: 'outputs' is not an argument of the op (arguments:"
+        " output_tensors, input_tensors, opts)",
+    ),
 }
 
 
