@@ -1,4 +1,5 @@
-"""Builds torch_occl._C from the generated backend (generated/csrc) and the runtime (torch_occl/csrc).
+"""Builds the backend kit, torch_occl/kit/lib/libocclkit.so (torch_occl/kit), and torch_occl._C from
+the generated backend (generated/csrc) and occl's runtime (torch_occl/csrc), which links the kit.
 
 The project's metadata, dependencies and entry points are in pyproject.toml; this file only
 describes the extension. Every form builds without isolation (an isolated build would make pip
@@ -25,11 +26,19 @@ from pathlib import Path
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = Path(__file__).parent.resolve()
-SOURCES = sorted(
-    str(path.relative_to(ROOT))
-    for folder in ("generated/csrc", "torch_occl/csrc")
-    for path in (ROOT / folder).rglob("*.cpp")
-)
+
+
+def sources(*folders: str) -> list[str]:
+    return sorted(str(path.relative_to(ROOT)) for folder in folders
+                  for path in (ROOT / folder).rglob("*.cpp"))
+
+
+SOURCES = sources("generated/csrc", "torch_occl/csrc")
+KIT_SOURCES = sources("torch_occl/kit/src")
+KIT_INCLUDE = ROOT / "torch_occl/kit/include"
+# The kit is a plain shared library, built as an "extension" so that every install form (in place,
+# editable, installed, wheel) puts it inside the package: torch_occl/kit/lib/libocclkit.so.
+KIT_EXTENSION = "torch_occl.kit.lib.occlkit"
 # The interpreter's own CFLAGS carry `-g`; a later `-g0` wins, so the default build has no debug
 # sections (the extension shrinks from 26 MB to its code). OCCL_BUILD_DEBUG=1 keeps them.
 DEBUG_FLAGS = ["-g"] if os.environ.get("OCCL_BUILD_DEBUG") == "1" else ["-g0"]
@@ -88,6 +97,23 @@ class _ProgressFilter:
 
 
 class QuietBuildExtension(BuildExtension):
+    def get_ext_filename(self, fullname: str) -> str:
+        # Called with the last component of the name, and (copying an in-place build) the whole.
+        if fullname in (KIT_EXTENSION, KIT_EXTENSION.rsplit(".", 1)[1]):
+            *package, name = fullname.split(".")
+            return os.path.join(*package, f"lib{name}.so")
+        return super().get_ext_filename(fullname)
+
+    def copy_extensions_to_source(self) -> None:
+        (ROOT / "torch_occl/kit/lib").mkdir(exist_ok=True)  # holds nothing but the kit
+        super().copy_extensions_to_source()
+
+    def build_extension(self, ext) -> None:
+        # The kit is built first; the extensions after it link it from where it was just put.
+        if ext.name != KIT_EXTENSION:
+            ext.library_dirs.append(os.path.dirname(self.get_ext_fullpath(KIT_EXTENSION)))
+        super().build_extension(ext)
+
     def finalize_options(self) -> None:
         super().finalize_options()
         # One object folder for every form of the build (pip's editable build would pick a fresh
@@ -119,14 +145,21 @@ if __name__ == "__main__":  # also how pip's build backend runs this file
     setup(
         ext_modules=[
             CppExtension(
+                name=KIT_EXTENSION,
+                sources=KIT_SOURCES,
+                include_dirs=[str(KIT_INCLUDE)],
+                extra_compile_args=["-O3", *DEBUG_FLAGS],
+            ),
+            CppExtension(
                 name="torch_occl._C",
                 sources=SOURCES,
-                include_dirs=[str(ROOT), str(ROOT / "generated/csrc")],
+                include_dirs=[str(ROOT), str(ROOT / "generated/csrc"), str(KIT_INCLUDE)],
                 extra_compile_args=["-O3", "-Wno-attributes", *DEBUG_FLAGS],
                 # OpenSSL's HMAC-SHA256 and random bytes for the bootstrap handshake's key
                 # (transport/auth.hpp); Debian's libssl-dev.
-                libraries=["crypto"],
-            )
+                libraries=["crypto", "occlkit"],
+                extra_link_args=["-Wl,-rpath,$ORIGIN/kit/lib"],
+            ),
         ],
         cmdclass={"build_ext": QuietBuildExtension.with_options(use_ninja=True)},
     )

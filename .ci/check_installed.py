@@ -3,8 +3,9 @@
 WHERE is the folder torch_occl must be imported from (site-packages for an install, the checkout
 for an editable one). Checks that `import torch` alone registered "occl" (the autoload entry
 point), that the extension has no debug sections, that the generator (occl_codegen, with its
-templates) runs from there under both its names and claims no generic top-level name, and that a
-2-process all_reduce is right.
+templates) runs from there under both its names and claims no generic top-level name, that the
+backend kit's headers and library are inside the package (where torch_occl.kit says, and what
+torch_occl._C loads), and that a 2-process all_reduce is right.
 """
 
 import importlib.util
@@ -43,6 +44,23 @@ def check_installation(where: Path) -> Path:
     return package
 
 
+def check_kit(package: Path) -> None:
+    """The kit a vendor builds against: inside the installed package, the library _C links."""
+    import torch_occl
+    from torch_occl import kit
+
+    args = kit.extension_args(include_dirs=["mine"])
+    assert args["include_dirs"] == ["mine", kit.include_dir()], args
+    assert Path(kit.include_dir()).resolve().is_relative_to(package), kit.include_dir()
+    for header in ("engine.hpp", "work.hpp", "signature.hpp", "completion.hpp", "staging.hpp"):
+        assert (Path(kit.include_dir()) / "occl_kit" / header).is_file(), header
+    library = (Path(kit.library_dir()) / f"lib{kit.LIBRARY}.so").resolve()
+    assert library.is_relative_to(package), library
+    linked = subprocess.run(["ldd", torch_occl._C.__file__], check=True, capture_output=True,
+                            text=True).stdout
+    assert str(library) in linked, f"torch_occl._C does not load {library}:\n{linked}"
+
+
 def check_generator(where: Path, folder: Path) -> None:
     """Generates occl's own spec (a copy, in `folder`) with the installed generator."""
     import occl_codegen
@@ -64,10 +82,11 @@ def check_generator(where: Path, folder: Path) -> None:
 if __name__ == "__main__":
     package = check_installation(Path(sys.argv[1]).resolve())
     import torch_occl
+    check_kit(package)
     with tempfile.TemporaryDirectory() as folder:
         check_generator(Path(sys.argv[1]).resolve(), Path(folder))
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_all_reduce, args=(2, os.path.join(folder, "init")), nprocs=2)
     size = os.path.getsize(torch_occl._C.__file__) / 2**20
     print(f"ok: torch_occl from {package}, autoloaded, {size:.1f} MiB without debug sections, "
-          "generator runs, 2-process all_reduce right")
+          "kit inside it, generator runs, 2-process all_reduce right")

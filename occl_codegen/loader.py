@@ -399,7 +399,7 @@ class _Entry:
 def _parse_backend(entry: _Entry) -> model.Backend:
     entry.expect_keys(
         required=(
-            "name", "cpp_namespace", "cpp_class", "work_class", "python_module", "devices",
+            "name", "cpp_namespace", "cpp_class", "python_module", "devices",
             "capabilities", "runtime", "options",
         ),
         optional=("python_package", "python_hooks"),
@@ -407,7 +407,6 @@ def _parse_backend(entry: _Entry) -> model.Backend:
     name = entry.identifier("name")
     cpp_namespace = entry.matching("cpp_namespace", *_CPP_NAMESPACE)
     cpp_class = entry.identifier("cpp_class")
-    work_class = entry.identifier("work_class")
     python_module = entry.matching("python_module", *_PYTHON_MODULE)
     devices = entry.identifiers("devices")
     if not devices:
@@ -416,7 +415,6 @@ def _parse_backend(entry: _Entry) -> model.Backend:
         name=name,
         cpp_namespace=cpp_namespace,
         cpp_class=cpp_class,
-        work_class=work_class,
         python_module=python_module,
         devices=devices,
         capabilities=_parse_capabilities(entry.entry("capabilities")),
@@ -459,14 +457,14 @@ def _parse_capabilities(entry: _Entry) -> tuple[tuple[str, bool], ...]:
 
 
 def _parse_runtime(entry: _Entry) -> model.Runtime:
-    entry.expect_keys(required=("header", "namespace"), optional=("python_extensions",))
+    entry.expect_keys(required=("namespace",), optional=("python_extensions", "agreement"))
     return model.Runtime(
-        header=entry.string("header"),
         namespace=entry.matching("namespace", *_CPP_NAMESPACE),
         line=entry.line,
         python_extensions=(
             entry.identifier("python_extensions") if "python_extensions" in entry.mapping else None
         ),
+        agreement=entry.get("agreement", bool) if "agreement" in entry.mapping else False,
     )
 
 
@@ -567,7 +565,7 @@ def _parse_message(entry: _Entry, params: tuple[str, ...]) -> str:
 def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
     entry.expect_keys(
         required=("tier", "op_type", "description", "args", "checks", "result", "runtime"),
-        optional=("dispatch", "examples", "semantics"),
+        optional=("dispatch", "examples", "semantics", "agree"),
     )
     tier = entry.one_of("tier", model.TIERS, "tier")
     if (tier == "minimal") != (entry.name in model.MINIMAL_TIER):
@@ -578,6 +576,9 @@ def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
     op_type = entry.identifier("op_type")
     description = entry.string("description")
     args = _parse_named_list(entry, "args", _parse_arg)
+    dispatch = (
+        entry.one_of("dispatch", model.DISPATCHES, "dispatch") if "dispatch" in entry.mapping else "queued"
+    )
     return model.Op(
         name=entry.name,
         tier=tier,
@@ -587,15 +588,24 @@ def _parse_op(entry: _Entry, checks: tuple[model.Check, ...]) -> model.Op:
         checks=tuple(_parse_check_use(use, checks, args) for use in entry.listed_entries("checks")),
         result=_parse_result(entry, args),
         runtime=entry.identifier("runtime"),
-        dispatch=(
-            entry.one_of("dispatch", model.DISPATCHES, "dispatch")
-            if "dispatch" in entry.mapping
-            else "queued"
-        ),
+        dispatch=dispatch,
         examples=_parse_examples(entry, args) if "examples" in entry.mapping else (),
+        agree=_parse_agree(entry, dispatch) if "agree" in entry.mapping else (),
         semantics=_parse_semantics(entry, args) if "semantics" in entry.mapping else None,
         line=entry.line,
     )
+
+
+def _parse_agree(entry: _Entry, dispatch: str) -> tuple[tuple[str, str], ...]:
+    """`agree: {FIELD: C++ EXPR}`: what every rank's call must have alike (queued ops only)."""
+    if dispatch != "queued":
+        raise entry.value_error("agree", "only queued ops agree across ranks (this one is posted)")
+    agree = entry.entry("agree")
+    for field in agree.mapping:
+        if field not in model.AGREE_FIELDS:
+            problem = f"unknown field {field!r} (fields: {_list(model.AGREE_FIELDS)})"
+            raise agree.error(problem, field)
+    return tuple((field, agree.string(field)) for field in model.AGREE_FIELDS if field in agree.mapping)
 
 
 def _parse_semantics(entry: _Entry, args: tuple[model.Arg, ...]) -> str:

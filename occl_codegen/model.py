@@ -56,6 +56,24 @@ REDUCE_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PRE
 # What ranks may call differently that a backend can declare it detects (support.detects_mismatched):
 # the op itself, the dtype, the element count, the root rank, the reduce op.
 MISMATCHES = ("op", "dtype", "count", "root", "reduce_op")
+# What an op's `agree:` may name, in occl::kit::Signature's order, each with the kit function that
+# turns the spec's expression into the field (None: the expression is the field's value).
+AGREE_FIELDS = {
+    "dtype": "dtype_label",
+    "count": None,
+    "root": None,
+    "reduction": "reduction_label",
+    "tensor_numels": "numels_of",
+    "shape": "sparse_shape",
+    "bytes_to": None,
+    "bytes_from": None,
+}
+# The kit's functions that the spec's check conditions and `agree:` expressions call unqualified
+# (occl_kit/check_helpers.hpp, occl_kit/signature.hpp).
+KIT_NAMES = (
+    "reduce_op_name", "has_overlapping_elements", "split_sizes_unfit_reason", "slice_bytes",
+    "total_numel", "bytes_per_tensor", "bytes_per_slice",
+)
 CAPABILITIES = (
     "supportsCoalescing",
     "supportsSplitting",
@@ -126,11 +144,12 @@ class Option:
 
 @dataclass(frozen=True)
 class Runtime:
-    header: str
     namespace: str
     line: int
     # A function of the runtime's that adds to the Python module: void f(pybind11::module_&).
     python_extensions: str | None = None
+    # The kit checks before every queued op that all ranks agree on it (the ops' `agree:`).
+    agreement: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,7 +157,6 @@ class Backend:
     name: str
     cpp_namespace: str
     cpp_class: str
-    work_class: str
     python_module: str
     devices: tuple[str, ...]
     capabilities: tuple[tuple[str, bool], ...]  # (name, value), in spec order
@@ -224,6 +242,8 @@ class Op:
     runtime: str
     dispatch: str  # one of DISPATCHES
     examples: tuple[tuple[str, str], ...]  # (argument, Python expression) for generated tests
+    # (field of AGREE_FIELDS, C++ expression), in AGREE_FIELDS order: what ranks must call alike
+    agree: tuple[tuple[str, str], ...]
     # The reference (codegen.conformance.reference) that says what every rank's outputs must be;
     # None: the conformance suite cannot check the op, and says so.
     semantics: str | None

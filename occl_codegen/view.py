@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from .conformance.semantics import SEMANTICS
 from .layout import Layout
 from .model import (
+    AGREE_FIELDS,
+    KIT_NAMES,
     MISMATCHES,
     PLACEHOLDER,
     SCALAR_TYPES,
@@ -35,6 +37,15 @@ _CPP_PARAM_TYPES = {
     "int": "int",
     "int_list": "std::vector<int64_t>&",
 }
+# How the runtime contract takes each argument kind.
+_CPP_CONTRACT_TYPES = {
+    "tensor": "const at::Tensor&",
+    "tensor_list": "const std::vector<at::Tensor>&",
+    "tensor_list_list": "const std::vector<std::vector<at::Tensor>>&",
+    "int": "int",
+    "int_list": "const std::vector<int64_t>&",
+}
+_KIT = "::occl::kit"
 _CPP_OPTION_TYPES = {"string": "std::string", "int": "int64_t", "bool": "bool"}
 # The C++ name each subject kind has inside a check's condition and message.
 _SUBJECT_NAMES = {"tensor": "tensor", "tensor_list": "tensors", "list": "list", "value": "value"}
@@ -87,12 +98,11 @@ class OpView:
     op_type: str
     params: str  # the C++ parameter list
     check_calls: tuple[CheckCallView, ...]
-    dispatch: str  # the runtime's Dispatch enumerator: Queued or Posted
-    captures: str  # lambda captures: the arguments, by value
-    runtime_call: str  # "::occl::runtime::allreduce(ctx, tensors, opts)"
-    timeout: str
-    caller_waits: str  # a C++ bool: the caller waits for the op as soon as it is issued
-    result: str  # a C++ expression: std::vector<at::Tensor> completing the future
+    # The statement's lines that hand the op to the kit's engine: `engine_->queue(...)` for
+    # queued ops (with their Signature), `engine_->post(...)` for posted ones.
+    submit: tuple[str, ...]
+    runtime: str  # the contract's member function
+    contract_params: str  # its parameters after the OpContext
     python_args: str  # arguments for the generated world-size-1 smoke test
     alone_skip_reason: str | None  # why the op cannot run in a group of one, if it cannot
     result_index: int | None  # position of the argument whose tensors the future holds
@@ -163,7 +173,6 @@ class View:
     backend_name: str
     namespace: str
     cpp_class: str
-    work_class: str
     python_module: str
     extension_name: str  # last component of python_module: the PYBIND11_MODULE name
     devices: tuple[str, ...]
@@ -171,10 +180,14 @@ class View:
     capabilities: tuple[tuple[str, str], ...]  # (C++ method, "true"/"false")
     coalescing: bool  # generate startCoalescing/endCoalescing (capability supportsCoalescing)
     python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
-    runtime_header: str
     runtime_namespace: str
+    agreement: str  # C++ bool: backend.runtime.agreement
+    kit_names: tuple[str, ...]  # the kit functions the spec's expressions call unqualified
+    # Config's fields after torch's: (C++ type, name, description), one per option
+    config_fields: tuple[tuple[str, str, str], ...]
     # "::occl::runtime::bind_extensions" when the spec names one (backend.runtime.python_extensions)
     python_extension_calls: tuple[str, ...]
+    python_extension_names: tuple[str, ...]  # the same functions, as the contract declares them
     options: tuple[OptionView, ...]
     macros: tuple[MacroView, ...]
     ops: tuple[OpView, ...]
@@ -189,6 +202,7 @@ class View:
     files: dict  # template name -> output path, relative to the project root
     header_file: str  # the backend header's file name, as the sources include it
     checks_file: str
+    contract_file: str
 
 
 def _snake(name: str) -> str:
@@ -261,12 +275,12 @@ def _check_call(spec: Spec, op: Op, use: CheckUse) -> CheckCallView:
             subject = f"{subject}[{var}]"
             indices.append(var)
         label = (
-            f"{spec.backend.cpp_namespace}::CheckLabel({_cpp_string(arg.name)}, {', '.join(indices)})"
+            f"{_KIT}::CheckLabel({_cpp_string(arg.name)}, {', '.join(indices)})"
             if indices
             else _cpp_string(arg.name)
         )
     bound = dict(use.bindings)
-    args = ["kOp", label, f"({subject})"]
+    args = ["kOp.label", label, f"({subject})"]
     args += [f"({bound[p]})" for p in check.params]
     args += [_cpp_string(bound[p]) for p in _text_params(check)]
     indent = ["  " * (level + 1) for level in range(len(opens) + 1)]
@@ -290,7 +304,7 @@ def _result(op: Op) -> str:
     return {
         "tensor": f"std::vector<at::Tensor>{{{op.result}}}",
         "tensor_list": op.result,
-        "tensor_list_list": f"flatten({op.result})",
+        "tensor_list_list": f"{_KIT}::flatten({op.result})",
     }[kind]
 
 
@@ -306,10 +320,41 @@ def _python_arg(arg: Arg) -> str:
     }[arg.kind]
 
 
-def _op(spec: Spec, op: Op) -> OpView:
+def _signature(op: Op) -> str:
+    """The op's occl::kit::Signature, from its `agree:` (the engine adds the op and sequence)."""
+    fields = []
+    for field, expression in op.agree:
+        wrapper = AGREE_FIELDS[field]
+        fields.append(f".{field} = {_KIT}::{wrapper}({expression})" if wrapper else f".{field} = {expression}")
+    return f"{_KIT}::Signature{{{', '.join(fields)}}}"
+
+
+def _submit(op: Op) -> tuple[str, ...]:
     options = [a for a in op.args if a.kind == "options"]
     names = ", ".join(a.name for a in op.args)
-    ns = spec.backend.runtime.namespace
+    timeout = f"{options[0].name}.timeout" if options else "c10d::kUnsetTimeout"
+    run = (
+        f"[runtime = runtime_.get(){', ' if names else ''}{names}]({_KIT}::OpContext& ctx) {{"
+        f" runtime->{op.runtime}(ctx{', ' if names else ''}{names}); }}"
+    )
+    if op.dispatch == "posted":
+        return (f"engine_->post(kOp, {timeout}, {_result(op)},", f"    {run})")
+    # torch.distributed sets asyncOp = async_op, and waits at once when it is false.
+    async_op = f"{options[0].name}.asyncOp" if options else "true"
+    return (
+        f"engine_->queue(kOp, {timeout}, {async_op}, {_result(op)},",
+        f"    {_signature(op)},",
+        f"    {run})",
+    )
+
+
+def _contract_param(arg: Arg) -> str:
+    if arg.kind == "options":
+        return f"const c10d::{arg.type}& {arg.name}"
+    return f"{_CPP_CONTRACT_TYPES[arg.kind]} {arg.name}"
+
+
+def _op(spec: Spec, op: Op) -> OpView:
     return OpView(
         name=op.name,
         python_name=_snake(op.name),
@@ -320,13 +365,9 @@ def _op(spec: Spec, op: Op) -> OpView:
         op_type=op.op_type,
         params=", ".join(_param(a) for a in op.args),
         check_calls=tuple(_check_call(spec, op, use) for use in op.checks),
-        dispatch=op.dispatch.capitalize(),
-        captures=names,
-        runtime_call=f"::{ns}::{op.runtime}(ctx{', ' if names else ''}{names})",
-        timeout=f"{options[0].name}.timeout" if options else "c10d::kUnsetTimeout",
-        # torch.distributed sets asyncOp = async_op, and waits at once when it is false.
-        caller_waits=f"!{options[0].name}.asyncOp" if options else "false",
-        result=_result(op),
+        submit=_submit(op),
+        runtime=op.runtime,
+        contract_params=", ".join(_contract_param(a) for a in op.args),
         python_args=", ".join(dict(op.examples).get(a.name, _python_arg(a)) for a in op.args),
         alone_skip_reason=(
             "a point-to-point op needs a peer" if op.dispatch == "posted" else None
@@ -472,6 +513,7 @@ def _files(spec: Spec, layout: Layout) -> dict[str, str]:
         "backend.hpp.j2": f"csrc/{cls}.hpp",
         "backend.cpp.j2": f"csrc/{cls}.cpp",
         "checks.hpp.j2": f"csrc/{name}_checks.hpp",
+        "contract.hpp.j2": f"csrc/{name}_contract.hpp",
         "bindings.cpp.j2": f"csrc/{name}_bindings.cpp",
         "test_backend.py.j2": f"tests/test_{name}_generated.py",
         "test_conformance.py.j2": f"tests/test_{name}_conformance.py",
@@ -498,7 +540,6 @@ def build_view(spec: Spec, layout: Layout) -> View:
         backend_name=backend.name,
         namespace=backend.cpp_namespace,
         cpp_class=cls,
-        work_class=backend.work_class,
         python_module=backend.python_module,
         extension_name=backend.python_module.rsplit(".", 1)[-1],
         devices=backend.devices,
@@ -508,8 +549,15 @@ def build_view(spec: Spec, layout: Layout) -> View:
         python_capabilities=tuple(
             (_PYTHON_CAPABILITIES[name], value) for name, value in backend.capabilities
         ),
-        runtime_header=backend.runtime.header,
         runtime_namespace=backend.runtime.namespace,
+        agreement="true" if backend.runtime.agreement else "false",
+        kit_names=KIT_NAMES,
+        config_fields=tuple(
+            (_CPP_OPTION_TYPES[o.type], o.name, o.description) for o in backend.options
+        ),
+        python_extension_names=tuple(
+            name for name in (backend.runtime.python_extensions,) if name
+        ),
         python_extension_calls=tuple(
             f"::{backend.runtime.namespace}::{name}"
             for name in (backend.runtime.python_extensions,) if name
@@ -529,5 +577,6 @@ def build_view(spec: Spec, layout: Layout) -> View:
         registration=_registration(spec),
         header_file=f"{cls}.hpp",
         checks_file=f"{backend.name}_checks.hpp",
+        contract_file=f"{backend.name}_contract.hpp",
         files=files,
     )

@@ -165,7 +165,7 @@ def test_wait_with_timeout_completes(occl_pool):
 
 # ---- ops the caller waits for at once (async_op=False) ------------------------------------
 # torch.distributed passes async_op as the options' asyncOp; occl then runs the op on the waiting
-# thread instead of waking the group's worker for it (work/executor.hpp).
+# thread instead of waking the group's worker for it (occl_kit/executor.hpp).
 
 
 def _worker_switches():

@@ -100,6 +100,7 @@ SHUTDOWN_IN_COMPLETION_SCRIPT = textwrap.dedent(
     # it, so the callback below is attached in time and runs on rank 0's worker.
     options = extension.ProcessGroupOCCL.Options()
     options._timeout = datetime.timedelta(seconds=10)
+    options.group_name = "0"  # as torch.distributed names the default group
     store = dist.HashStore()
     backends = [None, None]
     def connect(rank):

@@ -1,7 +1,8 @@
 """A vendor's own tree, outside the checkout, with README's commands: a copy of the fixture spec
-(backend `tin`, three ops) generates with the installed generator, builds against its own small
-runtime (tests/vendor/: the runtime moves data through the c10d Store) and passes its generated
-suite: its cases, and a bad-input test for every check its ops use."""
+(backend `tin`, five ops) generates with the installed generator, builds its own small runtime
+(tests/vendor/: it moves data through the c10d Store) on the installed backend kit, and passes its
+generated suite: its cases, a bad-input test for every check its ops use, and the mismatch tests
+that the kit's agreement check passes."""
 
 from __future__ import annotations
 
@@ -51,12 +52,17 @@ def test_a_vendor_tree_generates_builds_and_passes_its_generated_suite(tmp_path)
     passed = {(test, param) for test, param, outcome in outcomes if outcome == "PASSED"}
     bad_inputs = {param for test, param in passed
                   if test == "test_bad_input_raises_its_message_and_the_group_still_works"}
-    # Every check use of the three ops: allgather's four, gather's two.
+    # Every check use of the five ops: allgather's four, gather's two, send's and recv's one.
     assert bad_inputs == {
         "allgather-0-single_entry-input_tensors", "allgather-1-dense-output_tensors",
         "allgather-2-one_per_rank-output_tensors", "allgather-3-same_dtype-output_tensors",
         "gather-0-single_entry-outputs", "gather-1-one_per_rank-outputs",
+        "send-0-single_entry-tensors", "recv-0-single_entry-tensors",
     }, result.stdout[-4000:]
     cases = [param for test, param in passed if test == "test_case"]
-    assert {case.split("-")[0] for case in cases} == {"allgather", "barrier", "gather"}, cases
+    assert {case.split("-")[0] for case in cases} == {"allgather", "barrier", "gather", "send+recv"}, cases
     assert ("test_a_collective_whose_peer_never_joins_raises_at_its_timeout", "") in passed
+    # What spec/tin.yaml declares it detects: the kit's agreement check (mismatched reduce ops
+    # need an op that reduces, which tin lacks).
+    mismatches = {param for test, param in passed if test == "test_mismatched_calls_raise"}
+    assert mismatches == {"op", "dtype", "count", "root"}, result.stdout[-4000:]

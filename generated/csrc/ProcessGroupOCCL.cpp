@@ -3,108 +3,19 @@
 
 #include "occl_checks.hpp"
 
-#include <ATen/core/jit_type.h>
-
-#include <memory>
-#include <mutex>
-
 namespace occl {
-// The spec's check conditions name runtime functions unqualified.
-using namespace ::occl::runtime;
-
-namespace {
-
-std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<at::Tensor> flat;
-  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
-  return flat;
-}
-
-}  // namespace
-
-WorkOCCL::WorkOCCL(int rank, c10d::OpType op_type,
-    const char* profiling_title, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, op_type, profiling_title, outputs),
-      outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
-
-c10::intrusive_ptr<WorkOCCL> WorkOCCL::all_of(int rank,
-    std::vector<c10::intrusive_ptr<WorkOCCL>> works) {
-  std::vector<at::Tensor> outputs;
-  for (const auto& work : works) {
-    outputs.insert(outputs.end(), work->outputs_.begin(), work->outputs_.end());
-  }
-  auto group = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::COALESCED, "occl:coalesced", outputs);
-  if (works.empty()) {
-    group->complete(nullptr, -1);
-    return group;
-  }
-  struct Pending {
-    std::mutex mutex;
-    size_t left;
-    std::exception_ptr first_error;
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->left = works.size();
-  for (const auto& work : works) {
-    work->ticket_.wake_worker();
-    work->future_->addCallback([group, pending](c10::ivalue::Future& future) {
-      std::exception_ptr error;
-      {
-        std::lock_guard<std::mutex> lock(pending->mutex);
-        if (future.hasError() && !pending->first_error) pending->first_error = future.exception_ptr();
-        if (--pending->left > 0) return;
-        error = pending->first_error;
-      }
-      group->complete(error, -1);
-    });
-  }
-  return group;
-}
-
-c10::intrusive_ptr<c10::ivalue::Future> WorkOCCL::getFuture() {
-  ticket_.wake_worker();
-  return future_;
-}
-
-bool WorkOCCL::isCompleted() {
-  ticket_.wake_worker();
-  return c10d::Work::isCompleted();
-}
-
-std::vector<at::Tensor> WorkOCCL::result() { return outputs_; }
-
-int WorkOCCL::sourceRank() const { return source_rank_; }
-
-bool WorkOCCL::wait(std::chrono::milliseconds timeout) {
-  if (timeout != ::kNoTimeout || !ticket_.run_if_next()) ticket_.wake_worker();
-  return c10d::Work::wait(timeout);
-}
-
-void WorkOCCL::complete(std::exception_ptr error, int source_rank) {
-  source_rank_ = source_rank;
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
-  }
-  finish(error);
-}
 
 ProcessGroupOCCL::Options::Options() : c10d::Backend::Options("occl") {}
 
 ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     int size, c10::intrusive_ptr<Options> options)
     : c10d::Backend(rank, size), options_(std::move(options)) {
-  Config config;
-  config.timeout = options_->timeout;
-  config.group_name = options_->group_name;
-  config.global_ranks_in_group = options_->global_ranks_in_group;
-  config.bind_address = options_->bind_address;
-  config.group_id = options_->group_id;
-  runtime_ = std::make_unique<Runtime>(store, rank, size, std::move(config));
+  runtime_ = ::occl::runtime::connect(store, rank, size, {options_->timeout,
+      options_->group_name, options_->global_ranks_in_group, options_->bind_address, options_->group_id});
+  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_,
+      ::occl::kit::GroupInfo{"occl", options_->group_name, rank, size,
+                            options_->global_ranks_in_group, options_->timeout},
+      /*agree=*/true);
 }
 
 ProcessGroupOCCL::~ProcessGroupOCCL() = default;
@@ -123,684 +34,596 @@ bool ProcessGroupOCCL::supportsTimeEstimation() const { return false; }
 
 bool ProcessGroupOCCL::supportsShrinking() const { return false; }
 
-void ProcessGroupOCCL::shutdown() { runtime_->shutdown(); }
+void ProcessGroupOCCL::shutdown() { engine_->shutdown(); }
 
-void ProcessGroupOCCL::abort() { runtime_->abort(); }
+void ProcessGroupOCCL::abort() { engine_->abort(); }
 
-void ProcessGroupOCCL::startCoalescing() {
-  TORCH_CHECK(!coalescing_, "occl: startCoalescing called twice without endCoalescing");
-  coalescing_ = true;
-}
+void ProcessGroupOCCL::startCoalescing() { engine_->start_coalescing(); }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::endCoalescing() {
-  TORCH_CHECK(coalescing_, "occl: endCoalescing called without startCoalescing");
-  coalescing_ = false;
-  return WorkOCCL::all_of(getRank(), std::move(coalesced_));
+  return engine_->end_coalescing();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  static constexpr const char* kOp = "occl.broadcast";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.broadcast", "occl:broadcast",
+                                          c10d::OpType::BROADCAST};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp, "opts.rootRank", (opts.rootRank));
-  OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp, "opts.rootTensor", (opts.rootTensor));
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::BROADCAST, "occl:broadcast", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [tensors, opts](OpContext& ctx) { ::occl::runtime::broadcast(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .root = opts.rootRank},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  static constexpr const char* kOp = "occl.allreduce";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.allreduce", "occl:allreduce",
+                                          c10d::OpType::ALLREDUCE};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE_OR_SPARSE_COO(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE_OR_SPARSE_COO(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
+    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
   if (tensors[0].is_sparse()) {
-    OCCL_CHECK_REDUCE_OP_IS_SUM(kOp, "opts.reduceOp", (opts.reduceOp));
+    OCCL_CHECK_REDUCE_OP_IS_SUM(kOp.label, "opts.reduceOp", (opts.reduceOp));
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::ALLREDUCE, "occl:allreduce", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .shape = ::occl::kit::sparse_shape(tensors[0])},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
-  static constexpr const char* kOp = "occl.allgather";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.allgather", "occl:allgather",
+                                          c10d::OpType::ALLGATHER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "input_tensors", (input_tensors));
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "output_tensors", (output_tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_DENSE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+      OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+      OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+      OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
-    }
+    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_NUMEL_EQUALS(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
+      OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
     }
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::ALLGATHER, "occl:allgather", flatten(output_tensors));
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::allgather(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
+    }
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel()},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::AllgatherOptions& opts) {
-  static constexpr const char* kOp = "occl._allgather_base";
+  static constexpr ::occl::kit::OpInfo kOp{"occl._allgather_base", "occl:_allgather_base",
+                                          c10d::OpType::_ALLGATHER_BASE};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_DENSE(kOp, "input_tensor", (input_tensor));
-  OCCL_CHECK_DENSE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_SUPPORTED_DEVICE(kOp, "input_tensor", (input_tensor));
-  OCCL_CHECK_SUPPORTED_DEVICE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_WRITABLE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_SAME_DTYPE(kOp, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
-  OCCL_CHECK_NUMEL_EQUALS(kOp, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::_ALLGATHER_BASE, "occl:_allgather_base", std::vector<at::Tensor>{output_tensor});
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensor, input_tensor, opts](OpContext& ctx) { ::occl::runtime::allgather_base(ctx, output_tensor, input_tensor, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_DENSE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_CHECK_DENSE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_CHECK_NUMEL_EQUALS(kOp.label, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .count = input_tensor.numel()},
+      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ReduceScatterOptions& opts) {
-  static constexpr const char* kOp = "occl.reduce_scatter";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.reduce_scatter", "occl:reduce_scatter",
+                                          c10d::OpType::REDUCE_SCATTER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "output_tensors", (output_tensors));
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "input_tensors", (input_tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_DENSE(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+      OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+      OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+      OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_NUMEL_EQUALS(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
+      OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]), (opts.reduceOp));
+    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (opts.reduceOp));
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::REDUCE_SCATTER, "occl:reduce_scatter", output_tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::reduce_scatter(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
-  static constexpr const char* kOp = "occl._reduce_scatter_base";
+  static constexpr ::occl::kit::OpInfo kOp{"occl._reduce_scatter_base", "occl:_reduce_scatter_base",
+                                          c10d::OpType::_REDUCE_SCATTER_BASE};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_DENSE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_DENSE(kOp, "input_tensor", (input_tensor));
-  OCCL_CHECK_SUPPORTED_DEVICE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_WRITABLE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_SUPPORTED_DEVICE(kOp, "input_tensor", (input_tensor));
-  OCCL_CHECK_SAME_DTYPE(kOp, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
-  OCCL_CHECK_NUMEL_EQUALS(kOp, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
-  OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, "output_tensor", (output_tensor), (opts.reduceOp));
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::_REDUCE_SCATTER_BASE, "occl:_reduce_scatter_base", std::vector<at::Tensor>{output_tensor});
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensor, input_tensor, opts](OpContext& ctx) { ::occl::runtime::reduce_scatter_base(ctx, output_tensor, input_tensor, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_DENSE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_DENSE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_CHECK_SAME_DTYPE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
+  OCCL_CHECK_NUMEL_EQUALS(kOp.label, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
+  OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, "output_tensor", (output_tensor), (opts.reduceOp));
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensor), .count = output_tensor.numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
+      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOptions& opts) {
-  static constexpr const char* kOp = "occl.barrier";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.barrier", "occl:barrier",
+                                          c10d::OpType::BARRIER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::BARRIER, "occl:barrier", std::vector<at::Tensor>{});
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [opts](OpContext& ctx) { ::occl::runtime::barrier(ctx, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{},
+      ::occl::kit::Signature{},
+      [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  static constexpr const char* kOp = "occl.allreduce_coalesced";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.allreduce_coalesced", "occl:allreduce_coalesced",
+                                          c10d::OpType::ALLREDUCE_COALESCED};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_NON_EMPTY(kOp, "tensors", (tensors));
+  OCCL_CHECK_NON_EMPTY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]), (tensors[0]), "tensors[0]");
+    OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (tensors[0]), "tensors[0]");
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
+    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::ALLREDUCE_COALESCED, "occl:allreduce_coalesced", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce_coalesced(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .tensor_numels = ::occl::kit::numels_of(tensors)},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce_coalesced(ctx, tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  static constexpr const char* kOp = "occl.allreduce_sparse";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.allreduce_sparse", "occl:allreduce_sparse",
+                                          c10d::OpType::_ALLREDUCE_SPARSE};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SPARSE_COO(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SPARSE_COO(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  OCCL_CHECK_REDUCE_OP_IS_SUM(kOp, "opts.reduceOp", (opts.reduceOp));
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::_ALLREDUCE_SPARSE, "occl:allreduce_sparse", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [tensors, opts](OpContext& ctx) { ::occl::runtime::allreduce_sparse(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_REDUCE_OP_IS_SUM(kOp.label, "opts.reduceOp", (opts.reduceOp));
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .shape = ::occl::kit::sparse_shape(tensors[0])},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce_sparse(ctx, tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  static constexpr const char* kOp = "occl.reduce";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.reduce", "occl:reduce",
+                                          c10d::OpType::REDUCE};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp, "opts.rootRank", (opts.rootRank));
-  OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp, "opts.rootTensor", (opts.rootTensor));
+  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
+    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::REDUCE, "occl:reduce", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [tensors, opts](OpContext& ctx) { ::occl::runtime::reduce(ctx, tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .root = opts.rootRank, .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_tensor_lists, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
-  static constexpr const char* kOp = "occl.allgather_coalesced";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.allgather_coalesced", "occl:allgather_coalesced",
+                                          c10d::OpType::ALLGATHER_COALESCED};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_NON_EMPTY(kOp, "input_tensors", (input_tensors));
-  OCCL_CHECK_ENTRY_PER_RANK(kOp, "output_tensor_lists", (output_tensor_lists));
+  OCCL_CHECK_NON_EMPTY(kOp.label, "input_tensors", (input_tensors));
+  OCCL_CHECK_ENTRY_PER_RANK(kOp.label, "output_tensor_lists", (output_tensor_lists));
   for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
-    OCCL_CHECK_SAME_LENGTH(kOp, occl::CheckLabel("output_tensor_lists", i0), (output_tensor_lists[i0]), (input_tensors), "input_tensors");
+    OCCL_CHECK_SAME_LENGTH(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0), (output_tensor_lists[i0]), (input_tensors), "input_tensors");
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
-      OCCL_CHECK_DENSE(kOp, occl::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
-    }
-  }
-  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
-    for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
-      OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
-    }
-  }
-  for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
-    for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
-      OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
+      OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
-      OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1]), "input_tensors[i1]");
+      OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
-      OCCL_CHECK_NUMEL_EQUALS(kOp, occl::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1].numel()), "input_tensors[i1].numel()");
+      OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]));
     }
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::ALLGATHER_COALESCED, "occl:allgather_coalesced", flatten(output_tensor_lists));
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensor_lists, input_tensors, opts](OpContext& ctx) { ::occl::runtime::allgather_coalesced(ctx, output_tensor_lists, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+  }
+  for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
+      OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1]), "input_tensors[i1]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
+      OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1].numel()), "input_tensors[i1].numel()");
+    }
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensor_lists),
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = total_numel(input_tensors), .tensor_numels = ::occl::kit::numels_of(input_tensors)},
+      [runtime = runtime_.get(), output_tensor_lists, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather_coalesced(ctx, output_tensor_lists, input_tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  static constexpr const char* kOp = "occl.allgather_into_tensor_coalesced";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.allgather_into_tensor_coalesced", "occl:allgather_into_tensor_coalesced",
+                                          c10d::OpType::COALESCED};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SAME_LENGTH(kOp, "outputs", (outputs), (inputs), "inputs");
+  OCCL_CHECK_SAME_LENGTH(kOp.label, "outputs", (outputs), (inputs), "inputs");
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("inputs", i0), (inputs[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]));
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("inputs", i0), (inputs[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]));
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0]), "inputs[i0]");
+    OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0]), "inputs[i0]");
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_NUMEL_EQUALS(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0].numel() * world_size), "inputs[i0].numel() * world_size");
+    OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0].numel() * world_size), "inputs[i0].numel() * world_size");
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::COALESCED, "occl:allgather_into_tensor_coalesced", outputs);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [outputs, inputs, opts](OpContext& ctx) { ::occl::runtime::allgather_into_tensor_coalesced(ctx, outputs, inputs, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, outputs,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(inputs[0]), .count = total_numel(inputs), .tensor_numels = ::occl::kit::numels_of(inputs)},
+      [runtime = runtime_.get(), outputs, inputs, opts](::occl::kit::OpContext& ctx) { runtime->allgather_into_tensor_coalesced(ctx, outputs, inputs, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
-  static constexpr const char* kOp = "occl.gather";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.gather", "occl:gather",
+                                          c10d::OpType::GATHER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp, "opts.rootRank", (opts.rootRank));
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "input_tensors", (input_tensors));
+  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   if (rank == opts.rootRank) {
-    OCCL_CHECK_SINGLE_ENTRY(kOp, "output_tensors", (output_tensors));
+    OCCL_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
   }
   if (rank != opts.rootRank) {
-    OCCL_CHECK_NO_ENTRIES(kOp, "output_tensors", (output_tensors));
+    OCCL_CHECK_NO_ENTRIES(kOp.label, "output_tensors", (output_tensors));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_DENSE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+      OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+      OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+      OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+      OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_NUMEL_EQUALS(kOp, occl::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
+      OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::GATHER, "occl:gather", flatten(output_tensors));
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::gather(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel(), .root = opts.rootRank},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
-  static constexpr const char* kOp = "occl.scatter";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.scatter", "occl:scatter",
+                                          c10d::OpType::SCATTER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp, "opts.rootRank", (opts.rootRank));
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "output_tensors", (output_tensors));
+  OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   if (rank == opts.rootRank) {
-    OCCL_CHECK_SINGLE_ENTRY(kOp, "input_tensors", (input_tensors));
+    OCCL_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
   }
   if (rank != opts.rootRank) {
-    OCCL_CHECK_NO_ENTRIES(kOp, "input_tensors", (input_tensors));
+    OCCL_CHECK_NO_ENTRIES(kOp.label, "input_tensors", (input_tensors));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_DENSE(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+      OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+      OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+      OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
     }
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
-      OCCL_CHECK_NUMEL_EQUALS(kOp, occl::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
+      OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::SCATTER, "occl:scatter", output_tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::scatter(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .root = opts.rootRank},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
-  static constexpr const char* kOp = "occl.reduce_scatter_tensor_coalesced";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.reduce_scatter_tensor_coalesced", "occl:reduce_scatter_tensor_coalesced",
+                                          c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SAME_LENGTH(kOp, "inputs", (inputs), (outputs), "outputs");
+  OCCL_CHECK_SAME_LENGTH(kOp.label, "inputs", (inputs), (outputs), "outputs");
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("inputs", i0), (inputs[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]));
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("inputs", i0), (inputs[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]));
   }
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
-    OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("inputs", i0), (inputs[i0]), (outputs[i0]), "outputs[i0]");
+    OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]), (outputs[i0]), "outputs[i0]");
   }
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
-    OCCL_CHECK_NUMEL_EQUALS(kOp, occl::CheckLabel("inputs", i0), (inputs[i0]), (outputs[i0].numel() * world_size), "outputs[i0].numel() * world_size");
+    OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]), (outputs[i0].numel() * world_size), "outputs[i0].numel() * world_size");
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
-    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp, occl::CheckLabel("outputs", i0), (outputs[i0]), (opts.reduceOp));
+    OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (opts.reduceOp));
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "occl:reduce_scatter_tensor_coalesced", outputs);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [outputs, inputs, opts](OpContext& ctx) { ::occl::runtime::reduce_scatter_tensor_coalesced(ctx, outputs, inputs, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, outputs,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(outputs[0]), .count = total_numel(outputs), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .tensor_numels = ::occl::kit::numels_of(outputs)},
+      [runtime = runtime_.get(), outputs, inputs, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_tensor_coalesced(ctx, outputs, inputs, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(at::Tensor& output_tensor, at::Tensor& input_tensor, std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
-  static constexpr const char* kOp = "occl.alltoall_base";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.alltoall_base", "occl:alltoall_base",
+                                          c10d::OpType::ALLTOALL_BASE};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_DENSE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_DENSE(kOp, "input_tensor", (input_tensor));
-  OCCL_CHECK_SUPPORTED_DEVICE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_WRITABLE(kOp, "output_tensor", (output_tensor));
-  OCCL_CHECK_SUPPORTED_DEVICE(kOp, "input_tensor", (input_tensor));
-  OCCL_CHECK_SAME_DTYPE(kOp, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
-  OCCL_CHECK_SPLIT_SIZES(kOp, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
-  OCCL_CHECK_SPLIT_SIZES(kOp, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
-  OCCL_CHECK_EQUAL_VALUES(kOp, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::ALLTOALL_BASE, "occl:alltoall_base", std::vector<at::Tensor>{output_tensor});
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](OpContext& ctx) { ::occl::runtime::alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_DENSE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_DENSE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_CHECK_SPLIT_SIZES(kOp.label, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
+  OCCL_CHECK_SPLIT_SIZES(kOp.label, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
+  OCCL_CHECK_EQUAL_VALUES(kOp.label, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .bytes_to = bytes_per_slice(input_split_sizes, input_tensor, world_size), .bytes_from = bytes_per_slice(output_split_sizes, output_tensor, world_size)},
+      [runtime = runtime_.get(), output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts) {
-  static constexpr const char* kOp = "occl.alltoall";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.alltoall", "occl:alltoall",
+                                          c10d::OpType::ALLTOALL};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_ENTRY_PER_RANK(kOp, "output_tensors", (output_tensors));
-  OCCL_CHECK_ENTRY_PER_RANK(kOp, "input_tensors", (input_tensors));
+  OCCL_CHECK_ENTRY_PER_RANK(kOp.label, "output_tensors", (output_tensors));
+  OCCL_CHECK_ENTRY_PER_RANK(kOp.label, "input_tensors", (input_tensors));
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+    OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_CHECK_SAME_DTYPE(kOp, occl::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+    OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
   }
-  OCCL_CHECK_EQUAL_VALUES(kOp, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::ALLTOALL, "occl:alltoall", output_tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Queued, kOp, opts.timeout, !opts.asyncOp,
-      [output_tensors, input_tensors, opts](OpContext& ctx) { ::occl::runtime::alltoall(ctx, output_tensors, input_tensors, opts); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_EQUAL_VALUES(kOp.label, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .bytes_to = bytes_per_tensor(input_tensors), .bytes_from = bytes_per_tensor(output_tensors)},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->alltoall(ctx, output_tensors, input_tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
-  static constexpr const char* kOp = "occl.send";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.send", "occl:send",
+                                          c10d::OpType::SEND};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  OCCL_CHECK_PEER_RANK(kOp, "dst_rank", (dst_rank));
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::SEND, "occl:send", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Posted, kOp, c10d::kUnsetTimeout, false,
-      [tensors, dst_rank, tag](OpContext& ctx) { ::occl::runtime::send(ctx, tensors, dst_rank, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_PEER_RANK(kOp.label, "dst_rank", (dst_rank));
+  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+      [runtime = runtime_.get(), tensors, dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
-  static constexpr const char* kOp = "occl.recv";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.recv", "occl:recv",
+                                          c10d::OpType::RECV};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  OCCL_CHECK_PEER_RANK(kOp, "src_rank", (src_rank));
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::RECV, "occl:recv", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Posted, kOp, c10d::kUnsetTimeout, false,
-      [tensors, src_rank, tag](OpContext& ctx) { ::occl::runtime::recv(ctx, tensors, src_rank, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  OCCL_CHECK_PEER_RANK(kOp.label, "src_rank", (src_rank));
+  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+      [runtime = runtime_.get(), tensors, src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  static constexpr const char* kOp = "occl.recvAnysource";
+  static constexpr ::occl::kit::OpInfo kOp{"occl.recvAnysource", "occl:recvAnysource",
+                                          c10d::OpType::RECVANYSOURCE};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  OCCL_CHECK_SINGLE_ENTRY(kOp, "tensors", (tensors));
+  OCCL_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_DENSE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_SUPPORTED_DEVICE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_CHECK_WRITABLE(kOp, occl::CheckLabel("tensors", i0), (tensors[i0]));
+    OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  auto work = c10::make_intrusive<WorkOCCL>(
-      rank, c10d::OpType::RECVANYSOURCE, "occl:recvAnysource", tensors);
-  work->set_ticket(runtime_->submit(
-      Dispatch::Posted, kOp, c10d::kUnsetTimeout, false,
-      [tensors, tag](OpContext& ctx) { ::occl::runtime::recv_anysource(ctx, tensors, tag); },
-      [work](std::exception_ptr error, int source_rank) { work->complete(error, source_rank); }));
-  if (coalescing_) coalesced_.push_back(work);
-  return work;
+  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+      [runtime = runtime_.get(), tensors, tag](::occl::kit::OpContext& ctx) { runtime->recv_anysource(ctx, tensors, tag); });
 }
 
 }  // namespace occl

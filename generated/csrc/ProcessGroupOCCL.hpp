@@ -1,55 +1,20 @@
 // generated — do not edit. Source: spec/collectives.yaml; regenerate with `python -m occl_codegen --spec spec/collectives.yaml --out generated` in the folder holding spec/ and generated/.
 //
-// The occl c10d::Backend: argument checks and glue, generated; the work itself
-// is done by the runtime in torch_occl/csrc/runtime.hpp.
+// The occl c10d::Backend: argument checks and glue, generated. The kit's engine
+// runs each op (occl_kit/engine.hpp) through the runtime contract in occl_contract.hpp.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "torch_occl/csrc/runtime.hpp"
+#include "occl_kit/engine.hpp"
+#include "occl_contract.hpp"
 
 namespace occl {
-
-// What every occl op returns. Its future holds the op's output tensors (as
-// gloo's does), so DDP comm hooks can read them.
-class WorkOCCL : public c10d::Work {
- public:
-  WorkOCCL(int rank, c10d::OpType op_type, const char* profiling_title,
-      std::vector<at::Tensor> outputs);
-
-  // A Work that completes when all of `works` have, failing with the first failure among them.
-  static c10::intrusive_ptr<WorkOCCL> all_of(int rank,
-      std::vector<c10::intrusive_ptr<WorkOCCL>> works);
-
-  // An op whose caller said it waits at once (asyncOp false) is run by wait(); the other ways to
-  // wait for it wake the group's worker for it first.
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-  bool isCompleted() override;
-  std::vector<at::Tensor> result() override;
-  // The sender's rank, for a receive from any source.
-  int sourceRank() const override;
-
-  // Waiting with no timeout of its own for an op that is next in line runs the op on this
-  // thread (the op keeps its own timeout), saving two thread hand-offs.
-  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
-
-  // Called once, by the runtime: completes the future, then the Work.
-  void complete(std::exception_ptr error, int source_rank);
-  // Set once, before the Work is returned: lets wait() run a queued op itself.
-  void set_ticket(::occl::runtime::Ticket ticket) { ticket_ = std::move(ticket); }
-
- private:
-  ::occl::runtime::Ticket ticket_;
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  int source_rank_ = -1;
-};
 
 class ProcessGroupOCCL : public c10d::Backend {
  public:
@@ -141,8 +106,7 @@ class ProcessGroupOCCL : public c10d::Backend {
  private:
   c10::intrusive_ptr<Options> options_;
   std::unique_ptr<::occl::runtime::Runtime> runtime_;
-  bool coalescing_ = false;
-  std::vector<c10::intrusive_ptr<WorkOCCL>> coalesced_;
+  std::unique_ptr<::occl::kit::Engine> engine_;  // after runtime_: destroyed first
 };
 
 }  // namespace occl

@@ -161,24 +161,55 @@ def _future_problems(work, prepared) -> list[str]:
     return problems
 
 
-def call_mismatched(rank: int, world_size: int, kind: str, dtype: str) -> str:
-    """Rank 0 and rank 1 call differently in the way `kind` names; what each one saw."""
+# How ranks 0 and 1 call differently, for each kind of mismatch, in order of choice: the c10d
+# methods the way needs, and its name in call_mismatched. The suite takes the first way whose
+# methods the spec declares.
+MISMATCH_WAYS = {
+    "op": ((("allreduce", "broadcast"), "all_reduce|broadcast"),
+           (("allgather", "barrier"), "all_gather|barrier")),
+    "dtype": ((("allreduce",), "all_reduce dtype"), (("allgather",), "all_gather dtype")),
+    "count": ((("allreduce",), "all_reduce count"), (("allgather",), "all_gather count")),
+    "root": ((("broadcast",), "broadcast root"), (("gather",), "gather root")),
+    "reduce_op": ((("allreduce",), "all_reduce op"), (("reduce",), "reduce op")),
+}
+
+
+def mismatch_way(kind: str, declared: set[str]) -> str | None:
+    """The first of MISMATCH_WAYS[kind] whose methods are all in `declared`."""
+    return next((way for needs, way in MISMATCH_WAYS[kind] if declared.issuperset(needs)), None)
+
+
+def call_mismatched(rank: int, world_size: int, way: str, dtype: str) -> str:
+    """Rank 0 and rank 1 call differently, as MISMATCH_WAYS' `way` says; what each one saw."""
     import torch
     import torch.distributed as dist
 
     torch_dtype = getattr(torch, dtype)
     tensor = torch.ones(12, dtype=torch_dtype)
+
+    def all_gather(t):
+        return lambda: dist.all_gather([torch.empty_like(t) for _ in range(world_size)], t)
+
+    def gather(t, dst):
+        return lambda: dist.gather(t, [torch.empty_like(t) for _ in range(world_size)], dst=dst)
+
     calls = {
-        "op": (lambda: dist.all_reduce(tensor), lambda: dist.broadcast(tensor, 0)),
-        "dtype": (lambda: dist.all_reduce(tensor),
-                  lambda: dist.all_reduce(torch.ones(12, dtype=torch.int32))),
-        "count": (lambda: dist.all_reduce(tensor), lambda: dist.all_reduce(tensor[:8])),
-        "root": (lambda: dist.broadcast(tensor, 0), lambda: dist.broadcast(tensor, 1)),
-        "reduce_op": (lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM),
-                      lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX)),
+        "all_reduce|broadcast": (lambda: dist.all_reduce(tensor), lambda: dist.broadcast(tensor, 0)),
+        "all_gather|barrier": (all_gather(tensor), lambda: dist.barrier()),
+        "all_reduce dtype": (lambda: dist.all_reduce(tensor),
+                             lambda: dist.all_reduce(torch.ones(12, dtype=torch.int32))),
+        "all_gather dtype": (all_gather(tensor), all_gather(torch.ones(12, dtype=torch.int32))),
+        "all_reduce count": (lambda: dist.all_reduce(tensor), lambda: dist.all_reduce(tensor[:8])),
+        "all_gather count": (all_gather(tensor), all_gather(tensor[:8])),
+        "broadcast root": (lambda: dist.broadcast(tensor, 0), lambda: dist.broadcast(tensor, 1)),
+        "gather root": (gather(tensor, 0), gather(tensor, 1)),
+        "all_reduce op": (lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM),
+                          lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX)),
+        "reduce op": (lambda: dist.reduce(tensor, 0, op=dist.ReduceOp.SUM),
+                      lambda: dist.reduce(tensor, 0, op=dist.ReduceOp.MAX)),
     }
     try:
-        calls[kind][rank]()
+        calls[way][rank]()
     except Exception as error:  # noqa: BLE001
         return f"raised {type(error).__name__}: {error}"
     return "returned"
@@ -341,14 +372,18 @@ class Conformance:
         if problems:
             pytest.fail(f"{case} on {self.target.backend}:\n" + "\n".join(problems), pytrace=False)
 
-    def check_mismatch(self, kind: str) -> None:
+    def check_mismatch(self, kind: str, ops) -> None:
         if kind not in self.target.declaration.detects_mismatched:
             pytest.skip(f"{self.target.backend} does not declare that it detects mismatched {kind}")
+        way = mismatch_way(kind, {op.name for op in ops})
+        if way is None:
+            needs = " or ".join("+".join(needs) for needs, _ in MISMATCH_WAYS[kind])
+            pytest.skip(f"the spec declares no op to call with mismatched {kind} ({needs})")
         self._needs_spawned_ranks()
         dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
         pool = self.ranks.pool(2, MISMATCH_GROUP_TIMEOUT)
         try:
-            seen = pool.run(call_mismatched, kind, dtype, timeout=MISMATCH_LIMIT)
+            seen = pool.run(call_mismatched, way, dtype, timeout=MISMATCH_LIMIT)
         except AssertionError as error:
             pytest.fail(f"mismatched {kind} on {self.target.backend}: not detected within"
                         f" {MISMATCH_LIMIT} s: {error}", pytrace=False)

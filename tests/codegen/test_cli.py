@@ -118,7 +118,7 @@ def test_broken_spec_exits_1_with_the_error(tmp_path, capsys):
     without_runtime = MINI.read_text(encoding="utf-8").replace("    runtime: send\n", "")
     (tmp_path / "spec.yaml").write_text(without_runtime, encoding="utf-8")
     assert main(["--spec", "spec.yaml", "--out", "generated"]) == 1
-    assert capsys.readouterr().err == "spec.yaml:80: ops.send: missing key 'runtime'\n"
+    assert capsys.readouterr().err == "spec.yaml:79: ops.send: missing key 'runtime'\n"
     assert not Path("generated").exists()
 
 

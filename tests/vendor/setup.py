@@ -1,9 +1,10 @@
-"""Builds tin_dist._C: the backend generated from spec/tin.yaml plus the hand-written runtime.
+"""Builds tin_dist._C: the backend generated from spec/tin.yaml plus the hand-written runtime, on
+occl's backend kit (torch_occl.kit: its headers and libocclkit.so, from the installed torch_occl).
 
 A vendor's tree, the fixture for the "vendor tree" test:
 
     spec/tin.yaml        the spec
-    runtime/             tin_runtime.hpp (the runtime contract) and its implementation
+    runtime/             tin_runtime.hpp (the contract's implementation) and tin_runtime.cpp
     generated/           what `python -m occl_codegen --spec spec/tin.yaml --out generated` writes
     tin_dist/            the Python package: __init__.py, and the generated _registration.py
     setup.py             this file: `python setup.py build_ext --inplace`
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch_occl import kit
 
 ROOT = Path(__file__).parent.resolve()
 SOURCES = sorted(
@@ -27,12 +29,12 @@ setup(
         CppExtension(
             name="tin_dist._C",
             sources=SOURCES,
-            # The generated code includes "runtime/tin_runtime.hpp" (spec: backend.runtime.header)
-            # and its own headers by bare name.
-            include_dirs=[str(ROOT), str(ROOT / "generated/csrc")],
             # A fixture: built fast, without debug information; -Wno-attributes silences
             # pybind11's "declared with greater visibility" warnings about the bound classes.
             extra_compile_args=["-O1", "-g0", "-Wno-attributes"],
+            # The generated code includes its own headers by bare name; the runtime includes
+            # "runtime/tin_runtime.hpp"; the kit adds its headers and library.
+            **kit.extension_args(include_dirs=[ROOT, ROOT / "generated/csrc"]),
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

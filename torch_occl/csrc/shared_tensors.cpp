@@ -1,6 +1,6 @@
 // Tensors in memory the ranks of a group map together (transport/shared_segments.hpp), for
 // torch_occl.shared_empty, which runs the exchange between the ranks in Python.
-#include "runtime.hpp"
+#include "occl_contract.hpp"
 
 #include "transport/memfd.hpp"
 #include "transport/peer_memory.hpp"

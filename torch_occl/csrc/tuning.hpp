@@ -36,7 +36,7 @@ struct Tuning {
   // sleeps on its doorbell or in poll(). Ranks that outnumber the cores never spin: their peers
   // need the core. OCCL_SPIN_US
   int spin_us = 200;
-  // Every collective first checks that all ranks call the same one (transport::Collective).
+  // Every collective first checks that all ranks call the same one (occl_kit/signature.hpp).
   // Turn off only to measure its cost; every rank must use the same value. OCCL_CHECK_SIGNATURES
   bool check_signatures = true;
 

@@ -1,19 +1,17 @@
 // The tin runtime: how it works is in tin_runtime.hpp.
 #include "runtime/tin_runtime.hpp"
 
+#include "occl_kit/staging.hpp"
+
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
-#include <utility>
+#include <cstring>
 
 namespace tin::runtime {
 
 namespace {
-
-std::string rank_key(const OpContext& ctx, int rank) {
-  return ctx.key + "/" + std::to_string(rank);
-}
 
 // The bytes of `tensor` in element order (any layout, any dtype).
 std::vector<uint8_t> bytes_of(const at::Tensor& tensor) {
@@ -22,28 +20,7 @@ std::vector<uint8_t> bytes_of(const at::Tensor& tensor) {
   return std::vector<uint8_t>(data, data + dense.nbytes());
 }
 
-void publish(OpContext& ctx, const std::vector<uint8_t>& bytes) {
-  ctx.store.set(rank_key(ctx, ctx.rank), bytes);
-}
-
-// Every rank's key of the op, once all are set: store.wait honours the op's timeout, where
-// store.get alone would wait for the store's. A timeout names the ranks that did not join.
-std::vector<std::string> wait_for_every_rank(OpContext& ctx) {
-  std::vector<std::string> keys;
-  for (int rank = 0; rank < ctx.size; ++rank) keys.push_back(rank_key(ctx, rank));
-  try {
-    ctx.store.wait(keys, ctx.timeout);
-  } catch (const c10::Error&) {  // a plain c10::Error from FileStore, DistStoreError from TCPStore
-    std::string missing;
-    for (int rank = 0; rank < ctx.size; ++rank) {
-      if (!ctx.store.check({keys[rank]})) missing += " " + std::to_string(rank);
-    }
-    TORCH_CHECK(false, "these ranks did not join within ", ctx.timeout.count(), " ms:", missing);
-  }
-  return keys;
-}
-
-// Writes rank `source`'s input into `output`, which may be non-contiguous.
+// Writes rank `source`'s bytes into `output`, which may be non-contiguous.
 void unpack(std::vector<uint8_t> bytes, const at::Tensor& output, int source) {
   TORCH_CHECK(bytes.size() == output.nbytes(), "rank ", source, " sent ", bytes.size(),
               " bytes, expected ", output.nbytes(), " for a ", output.scalar_type(), " tensor of ",
@@ -51,75 +28,137 @@ void unpack(std::vector<uint8_t> bytes, const at::Tensor& output, int source) {
   output.copy_(at::from_blob(bytes.data(), output.sizes(), output.options()));
 }
 
-// Fills `outputs` (one tensor per rank) with every rank's input.
-void receive_all(OpContext& ctx, const std::vector<at::Tensor>& outputs) {
-  const auto keys = wait_for_every_rank(ctx);
-  for (int rank = 0; rank < ctx.size; ++rank) {
-    unpack(ctx.store.get(keys[rank]), outputs[rank], rank);
-  }
-}
-
-// Runs the op, raising its failure as a DistBackendError that names it.
-void run_named(const Runtime::OpFn& run, OpContext& ctx, const std::string& name) {
-  try {
-    run(ctx);
-  } catch (const c10::Error& error) {
-    C10_THROW_ERROR(DistBackendError, name + ": " + error.what_without_backtrace());
-  } catch (const std::exception& error) {
-    C10_THROW_ERROR(DistBackendError, name + ": " + error.what());
-  }
+std::chrono::milliseconds time_left(const kit::OpContext& ctx) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline - kit::Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
 }
 
 }  // namespace
 
-Runtime::Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Config config)
-    : store_(store), rank_(rank), size_(size), config_(std::move(config)) {}
-
-Ticket Runtime::submit(Dispatch /*dispatch*/, const char* label, std::chrono::milliseconds timeout,
-                       bool /*caller_waits*/, OpFn run, DoneFn done) {
-  const uint64_t sequence = submitted_++;
-  const std::string name = std::string(label) + " (op " + std::to_string(sequence) + ", rank " +
-                           std::to_string(rank_) + " of " + std::to_string(size_) + ", group '" +
-                           config_.group_name + "')";
-  OpContext ctx{*store_, rank_, size_, config_.key_prefix + "/" + std::to_string(sequence),
-                timeout == c10d::kUnsetTimeout ? config_.timeout : timeout};
-  std::exception_ptr error;
-  try {
-    if (stopped_) C10_THROW_ERROR(DistBackendError, name + ": the group was shut down");
-    run_named(run, ctx, name);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  done(error, -1);
-  return {};
+std::unique_ptr<Runtime> connect(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                 const Config& config) {
+  return std::make_unique<StoreRuntime>(store, rank, size, config);
 }
 
-void Runtime::shutdown() { stopped_ = true; }
+StoreRuntime::StoreRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                           const Config& config)
+    : store_(store), rank_(rank), size_(size), key_prefix_(config.key_prefix) {}
 
-void Runtime::abort() { stopped_ = true; }
+std::vector<std::vector<uint8_t>> StoreRuntime::publish_and_collect(
+    const kit::OpContext& ctx, const std::string& prefix, const std::vector<uint8_t>& mine) {
+  store_->set(prefix + "/" + std::to_string(rank_), mine);
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < size_; ++rank) keys.push_back(prefix + "/" + std::to_string(rank));
+  try {
+    // store.wait honours the op's deadline, where store.get alone would wait for the store's.
+    store_->wait(keys, time_left(ctx));
+  } catch (const c10::Error&) {  // a plain c10::Error from FileStore, DistStoreError from TCPStore
+    std::vector<int> missing;
+    std::string names;
+    for (int rank = 0; rank < size_; ++rank) {
+      if (store_->check({keys[rank]})) continue;
+      missing.push_back(rank);
+      names += " " + std::to_string(rank);
+    }
+    throw kit::LinkError(kit::LinkError::Kind::Timeout, "these ranks did not join:" + names,
+                         missing);
+  }
+  std::vector<std::vector<uint8_t>> values;
+  for (const auto& key : keys) values.push_back(store_->get(key));
+  return values;
+}
 
-void all_gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
-                const std::vector<at::Tensor>& input_tensors,
-                const c10d::AllgatherOptions& /*opts*/) {
+void StoreRuntime::exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,
+                                       size_t bytes) {
+  const auto* first = static_cast<const uint8_t*>(mine);
+  auto values = publish_and_collect(
+      ctx, key_prefix_ + "/signature/" + std::to_string(signature_exchanges_++),
+      std::vector<uint8_t>(first, first + bytes));
+  for (int rank = 0; rank < size_; ++rank) {
+    TORCH_CHECK(values[rank].size() == bytes, "rank ", rank, " sent a signature record of ",
+                values[rank].size(), " bytes, expected ", bytes);
+    std::memcpy(static_cast<uint8_t*>(everyone) + rank * bytes, values[rank].data(), bytes);
+  }
+}
+
+void StoreRuntime::all_gather(kit::OpContext& ctx,
+                              const std::vector<std::vector<at::Tensor>>& output_tensors,
+                              const std::vector<at::Tensor>& input_tensors,
+                              const c10d::AllgatherOptions& /*opts*/) {
   // The spec checks input_tensors and the inner lists of output_tensors, not the outer one.
   TORCH_CHECK(output_tensors.size() == 1, "output_tensors has ", output_tensors.size(),
               " entries, expected 1");
-  publish(ctx, bytes_of(input_tensors[0]));
-  receive_all(ctx, output_tensors[0]);
+  auto values = publish_and_collect(ctx, key_prefix_ + "/" + std::to_string(ctx.sequence),
+                                    bytes_of(input_tensors[0]));
+  for (int rank = 0; rank < size_; ++rank) unpack(values[rank], output_tensors[0][rank], rank);
 }
 
-void barrier(OpContext& ctx, const c10d::BarrierOptions& /*opts*/) {
-  publish(ctx, {});
-  wait_for_every_rank(ctx);
+void StoreRuntime::barrier(kit::OpContext& ctx, const c10d::BarrierOptions& /*opts*/) {
+  publish_and_collect(ctx, key_prefix_ + "/" + std::to_string(ctx.sequence), {});
 }
 
-void gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& outputs,
-            const std::vector<at::Tensor>& inputs, const c10d::GatherOptions& options) {
+void StoreRuntime::gather(kit::OpContext& ctx, const std::vector<std::vector<at::Tensor>>& outputs,
+                          const std::vector<at::Tensor>& inputs,
+                          const c10d::GatherOptions& options) {
   // The spec checks outputs (on the root), not inputs.
   TORCH_CHECK(inputs.size() == 1, "inputs has ", inputs.size(), " entries, expected 1");
-  publish(ctx, bytes_of(inputs[0]));
+  // Every rank waits for every other: simpler than a root-only wait, and still correct.
+  auto values = publish_and_collect(ctx, key_prefix_ + "/" + std::to_string(ctx.sequence),
+                                    bytes_of(inputs[0]));
   if (ctx.rank != options.rootRank) return;
-  receive_all(ctx, outputs[0]);
+  for (int rank = 0; rank < size_; ++rank) unpack(values[rank], outputs[0][rank], rank);
+}
+
+std::string StoreRuntime::next_message_key(int src, int dst, int tag) {
+  std::lock_guard<std::mutex> lock(messages_mutex_);
+  uint64_t index = messages_[{src, dst, tag}]++;
+  return key_prefix_ + "/p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
+         std::to_string(tag) + "/" + std::to_string(index);
+}
+
+void StoreRuntime::send(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int dst_rank,
+                        int tag) {
+  HeldSend send{next_message_key(rank_, dst_rank, tag), bytes_of(tensors[0]), ctx.done};
+  {
+    std::lock_guard<std::mutex> lock(messages_mutex_);
+    if (coalescing_) return held_.push_back(std::move(send));
+  }
+  store_->set(send.key, send.bytes);
+  send.done(nullptr, -1);
+}
+
+void StoreRuntime::start_coalescing() {
+  std::lock_guard<std::mutex> lock(messages_mutex_);
+  coalescing_ = true;
+}
+
+void StoreRuntime::end_coalescing() {
+  std::vector<HeldSend> held;
+  {
+    std::lock_guard<std::mutex> lock(messages_mutex_);
+    coalescing_ = false;
+    held.swap(held_);
+  }
+  for (auto& send : held) {
+    std::exception_ptr error;
+    try {
+      store_->set(send.key, send.bytes);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    send.done(error, -1);
+  }
+}
+
+void StoreRuntime::recv(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank,
+                        int tag) {
+  // The completion engine polls the key from its own thread until the message is there.
+  ctx.complete_when([this, key = next_message_key(src_rank, rank_, tag), output = tensors[0],
+                     src_rank] {
+    if (!store_->check({key})) return kit::Poll{};
+    unpack(store_->get(key), output, src_rank);
+    return kit::Poll{true, src_rank};
+  });
 }
 
 }  // namespace tin::runtime

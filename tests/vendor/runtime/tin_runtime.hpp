@@ -1,84 +1,73 @@
-// The tin runtime: what the backend generated from spec/tin.yaml calls to do the work.
+// The tin runtime: the contract generated from spec/tin.yaml (generated/csrc/tin_contract.hpp),
+// built on occl's backend kit, moving every op's data through the group's c10d::Store.
 //
-// It implements the generator's runtime contract (the names below) as simply as it can: every op
-// runs at once, on the thread that issues it, and moves its data through the group's
-// c10d::Store. Each op has a sequence number, the same on every rank because every rank issues
-// the group's ops in the same order; rank r publishes its input under "<key_prefix>/<seq>/<r>"
-// and reads the others' keys. Keys are never deleted: this is a fixture, not a transport.
+// The kit runs the ops: collectives in issue order on the group's worker, each after every rank's
+// signature agreed (exchange_signatures, below), errors named, timeouts and fail-fast; the
+// runtime only moves bytes. Collective number `seq` of a group is the same on every rank, so rank
+// r publishes its input under "<key_prefix>/<seq>/<r>" and reads the others' keys. A message from
+// rank s to rank d with tag t is the n-th of that triple on both ends: "<key_prefix>/p2p/s/d/t/n";
+// the receive hands the kit's completion engine a test of whether that key exists yet. Between
+// the kit's coalescing hooks (batch_isend_irecv) sends are held back and published together at
+// the end, as a library that batches would: a receive in such a batch completes only if the hooks
+// run. Keys are never deleted: this is a fixture, not a transport.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
+#include "tin_contract.hpp"
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <exception>
-#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tin::runtime {
 
-// Built by the generated backend from its Options: torch's fields, then the spec's options.
-struct Config {
-  std::chrono::milliseconds timeout;  // for ops whose options leave it unset
-  std::string group_name;
-  std::vector<uint64_t> global_ranks_in_group;
-  std::string key_prefix;
-};
+namespace kit = ::occl::kit;
 
-// The spec's ops are all `dispatch: queued` (the default); tin runs them at once all the same.
-enum class Dispatch { Queued };
-
-// Called once when an op ends: nullptr or its error, and -1 (tin has no receive from any source).
-using DoneFn = std::function<void(std::exception_ptr, int source_rank)>;
-
-// What the generated Work holds to run a queued op on a waiting thread, or to wake the worker
-// for it. tin has neither worker nor queue: by the time a Work exists its op has ended.
-struct Ticket {
-  bool run_if_next() const { return false; }
-  void wake_worker() const {}
-};
-
-// What an op's function gets besides its arguments.
-struct OpContext {
-  c10d::Store& store;
-  int rank;
-  int size;
-  std::string key;                    // "<key_prefix>/<seq>": its ranks' keys are key + "/<r>"
-  std::chrono::milliseconds timeout;  // how long it waits for the other ranks' keys
-};
-
-class Runtime {
+class StoreRuntime final : public Runtime {
  public:
-  using OpFn = std::function<void(OpContext&)>;
+  StoreRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+               const Config& config);
 
-  Runtime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Config config);
+  void exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,
+                           size_t bytes) override;
+  void start_coalescing() override;
+  void end_coalescing() override;
 
-  // Runs `run` at once, then calls `done` with nullptr or a DistBackendError naming the op and
-  // the group. `timeout` may be c10d::kUnsetTimeout (then Config::timeout applies).
-  Ticket submit(Dispatch dispatch, const char* label, std::chrono::milliseconds timeout,
-                bool caller_waits, OpFn run, DoneFn done);
-
-  // Both make later ops fail; no op is ever in flight for them to stop.
-  void shutdown();
-  void abort();
+  void all_gather(kit::OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
+                  const std::vector<at::Tensor>& input_tensors,
+                  const c10d::AllgatherOptions& opts) override;
+  void barrier(kit::OpContext& ctx, const c10d::BarrierOptions& opts) override;
+  void gather(kit::OpContext& ctx, const std::vector<std::vector<at::Tensor>>& outputs,
+              const std::vector<at::Tensor>& inputs, const c10d::GatherOptions& options) override;
+  void send(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int dst_rank,
+            int tag) override;
+  void recv(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank,
+            int tag) override;
 
  private:
+  // Sets this rank's key under `prefix`, then returns every rank's value once all are set.
+  std::vector<std::vector<uint8_t>> publish_and_collect(const kit::OpContext& ctx,
+                                                        const std::string& prefix,
+                                                        const std::vector<uint8_t>& mine);
+  // The key of the next message from `src` to `dst` with `tag`.
+  std::string next_message_key(int src, int dst, int tag);
+
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_;
   int size_;
-  Config config_;
-  std::atomic<uint64_t> submitted_{0};
-  std::atomic<bool> stopped_{false};
+  std::string key_prefix_;
+  uint64_t signature_exchanges_ = 0;  // on the worker thread only
+  struct HeldSend {
+    std::string key;
+    std::vector<uint8_t> bytes;
+    kit::DoneFn done;
+  };
+  std::mutex messages_mutex_;
+  std::map<std::tuple<int, int, int>, uint64_t> messages_;  // (src, dst, tag) -> sent so far
+  bool coalescing_ = false;
+  std::vector<HeldSend> held_;  // sends issued while coalescing
 };
-
-// One function per spec op (its `runtime:` key), with the op's arguments.
-void all_gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& output_tensors,
-                const std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts);
-void barrier(OpContext& ctx, const c10d::BarrierOptions& opts);
-void gather(OpContext& ctx, const std::vector<std::vector<at::Tensor>>& outputs,
-            const std::vector<at::Tensor>& inputs, const c10d::GatherOptions& options);
 
 }  // namespace tin::runtime

@@ -1,7 +1,7 @@
 // Collective algorithms over raw buffers: what bytes go to which rank, in which order.
 //
 // This layer knows nothing of tensors or c10d: it moves and reduces contiguous memory through a
-// transport::Mesh and the reduction kernels. The runtime (collectives.cpp) stages tensors into
+// transport::Mesh and the reduction kernels. The runtime (ops/collectives.cpp) stages tensors into
 // such buffers. Which algorithm runs for which size is decided here, from occl::Tuning.
 #pragma once
 

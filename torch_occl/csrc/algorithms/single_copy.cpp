@@ -201,7 +201,7 @@ void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slice
   }
   if (!copied.empty() || !released.empty()) mesh.exchange(copied, released, deadline);
   // Every rank sent and received the same messages: the links are in step, the group usable.
-  if (!mismatch.empty()) throw transport::MismatchError(mismatch);
+  if (!mismatch.empty()) throw kit::MismatchError(mismatch);
 }
 
 }  // namespace occl::algorithms::single_copy

@@ -363,152 +363,15 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
   }
 }
 
-// ---- Agreeing on a collective ----------------------------------------------------------------
-
-namespace {
-
-// A Collective as it travels: fixed size, every string NUL-terminated, the tensor sizes as a
-// digest. The pairs' byte counts follow in a second round, when the ranks agree that they come.
-struct OpSignature {
-  char op[32];
-  char dtype[16];
-  char reduction[32];
-  int64_t count;
-  int64_t root;
-  int64_t tensors;
-  uint64_t sizes_digest;  // of the tensors' element counts and the shape
-  int64_t has_pairs;      // 1 when per-pair byte counts follow
-  uint64_t sequence;
-
-  bool operator==(const OpSignature&) const = default;
-};
-static_assert(sizeof(OpSignature) == 128, "the signature is part of the wire protocol");
-
-void copy_terminated(char* dst, size_t capacity, const std::string& text) {
-  std::memset(dst, 0, capacity);
-  std::memcpy(dst, text.data(), std::min(capacity - 1, text.size()));
-}
-
-// A peer's signature is untrusted bytes: read its strings only up to their buffers' ends.
-std::string read_terminated(const char* src, size_t capacity) {
-  return std::string(src, strnlen(src, capacity));
-}
-
-uint64_t digest(const std::vector<int64_t>& first, const std::vector<int64_t>& second) {
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a over the numbers' bytes, a separator between
-  for (const auto* numbers : {&first, &second}) {
-    for (int64_t number : *numbers) {
-      for (size_t byte = 0; byte < sizeof(number); ++byte) {
-        hash = (hash ^ ((static_cast<uint64_t>(number) >> (8 * byte)) & 0xff)) * 1099511628211ull;
-      }
-    }
-    hash = (hash ^ 0xff) * 1099511628211ull;
-  }
-  return hash;
-}
-
-OpSignature signature_of(const Collective& collective) {
-  OpSignature s{};
-  copy_terminated(s.op, sizeof(s.op), collective.op);
-  copy_terminated(s.dtype, sizeof(s.dtype), collective.dtype);
-  copy_terminated(s.reduction, sizeof(s.reduction), collective.reduction);
-  s.count = collective.count;
-  s.root = collective.root;
-  s.tensors = collective.tensor_numels.empty()
-                  ? 1
-                  : static_cast<int64_t>(collective.tensor_numels.size());
-  s.sizes_digest = digest(collective.tensor_numels, collective.shape);
-  s.has_pairs = collective.bytes_to.empty() ? 0 : 1;
-  s.sequence = collective.sequence;
-  return s;
-}
-
-std::string describe(const OpSignature& s) {
-  std::ostringstream out;
-  out << read_terminated(s.op, sizeof(s.op)) << "(" << read_terminated(s.dtype, sizeof(s.dtype));
-  if (s.tensors != 1) out << ", " << s.tensors << " tensors";
-  if (s.count >= 0) out << ", " << s.count << " elements";
-  if (s.root >= 0) out << ", root " << s.root;
-  std::string reduction = read_terminated(s.reduction, sizeof(s.reduction));
-  if (!reduction.empty()) out << ", " << reduction;
-  out << ")";
-  return out.str();
-}
-
-std::string list(const std::vector<int64_t>& numbers) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < numbers.size(); ++i) out << (i ? ", " : "") << numbers[i];
-  out << "]";
-  return out.str();
-}
-
-std::string mismatch_prefix(const OpSignature& mine) {
-  return "mismatched collectives at sequence " + std::to_string(mine.sequence) + ": ";
-}
-
-// Why `theirs` (from `peer`) differs from `mine`, naming both sides.
-std::string mismatch(int rank, const Collective& collective, const OpSignature& mine, int peer,
-                     const OpSignature& theirs) {
-  std::string me = "rank " + std::to_string(rank), them = "rank " + std::to_string(peer);
-  if (describe(mine) == describe(theirs) && mine.sequence == theirs.sequence) {
-    const bool sparse = !collective.shape.empty();
-    return mismatch_prefix(mine) + me + " and " + them + " both called " + describe(mine) +
-           ", with tensors of other " + (sparse ? "shapes" : "sizes") + " (" + me + "'s: " +
-           list(sparse ? collective.shape : collective.tensor_numels) + ")";
-  }
-  std::string text = mismatch_prefix(mine) + me + " called " + describe(mine) + ", " + them +
-                     " called " + describe(theirs);
-  if (theirs.sequence != mine.sequence) {
-    text += " as its collective #" + std::to_string(theirs.sequence);
-  }
-  return text;
-}
-
-}  // namespace
-
-void Mesh::agree(const Collective& mine, Deadline deadline) {
-  const OpSignature signature = signature_of(mine);
-  std::vector<OpSignature> theirs(size_, signature);
+void Mesh::exchange_with_all(const void* mine, void* everyone, size_t bytes, Deadline deadline) {
   std::vector<SendOp> sends;
   std::vector<RecvOp> recvs;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    sends.push_back({peer, &signature, sizeof(OpSignature)});
-    recvs.push_back({peer, &theirs[peer], sizeof(OpSignature)});
+    sends.push_back({peer, mine, bytes});
+    recvs.push_back({peer, static_cast<char*>(everyone) + peer * bytes, bytes});
   }
   exchange(sends, recvs, deadline, Waiting::ForRanksToJoin);
-  for (int peer = 0; peer < size_; ++peer) {
-    if (theirs[peer] == signature) continue;
-    throw MismatchError(mismatch(rank_, mine, signature, peer, theirs[peer]));
-  }
-  if (!signature.has_pairs) return;
-
-  // Every rank learns every rank's byte counts (row r: what rank r sends each rank, then what
-  // it expects from each), so all of them find the same first pair that disagrees, if any.
-  const size_t n = static_cast<size_t>(size_);
-  std::vector<int64_t> rows(2 * n * n);
-  std::copy(mine.bytes_to.begin(), mine.bytes_to.end(), rows.begin() + 2 * n * rank_);
-  std::copy(mine.bytes_from.begin(), mine.bytes_from.end(), rows.begin() + 2 * n * rank_ + n);
-  sends.clear();
-  recvs.clear();
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    sends.push_back({peer, &rows[2 * n * rank_], 2 * n * sizeof(int64_t)});
-    recvs.push_back({peer, &rows[2 * n * peer], 2 * n * sizeof(int64_t)});
-  }
-  exchange(sends, recvs, deadline, Waiting::ForData);
-  for (size_t sender = 0; sender < n; ++sender) {
-    for (size_t receiver = 0; receiver < n; ++receiver) {
-      int64_t sent = rows[2 * n * sender + receiver];
-      int64_t expected = rows[2 * n * receiver + n + sender];
-      if (sent == expected) continue;
-      throw MismatchError(mismatch_prefix(signature) + describe(signature) + ": rank " +
-                          std::to_string(sender) + " sends rank " + std::to_string(receiver) +
-                          " " + std::to_string(sent) + " bytes, rank " +
-                          std::to_string(receiver) + " expects " + std::to_string(expected));
-    }
-  }
 }
 
 }  // namespace occl::transport

@@ -46,35 +46,6 @@ struct RecvOp {
   size_t bytes;  // the receiver states the size it expects; anything else is a protocol error
 };
 
-// What one rank's collective is: everything its result and the bytes on the wire depend on.
-// Every rank sends it to every other rank before the collective's data, so that ranks calling
-// different collectives, or the same one differently, all fail with an error naming both sides
-// instead of hanging or silently computing different results.
-struct Collective {
-  std::string op;         // "allreduce"
-  std::string dtype;      // "float32"; empty for ops without data
-  int64_t count = -1;     // elements that must be equal on every rank, -1 when they may differ
-  int64_t root = -1;      // -1 for ops without a root
-  std::string reduction;  // "SUM", "PREMUL_SUM(tensor factor)"; empty for ops that do not reduce
-  // Element counts of the op's tensors, in order, for ops over several (the coalesced ones).
-  std::vector<int64_t> tensor_numels;
-  // The shape, where the result depends on it beyond the count (sparse tensors).
-  std::vector<int64_t> shape;
-  // For ops whose ranks exchange different amounts (all_to_all): bytes this rank sends each rank
-  // and expects from each rank (one entry per rank of the group); empty otherwise. Every rank
-  // checks every pair, so all raise when any two disagree.
-  std::vector<int64_t> bytes_to;
-  std::vector<int64_t> bytes_from;
-  uint64_t sequence = 0;  // the collective's index in its group
-};
-
-// Ranks called different collectives at the same point of their sequence. The links stay in
-// step (every rank sent and received exactly one signature), so the group remains usable.
-class MismatchError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class Mesh {
  public:
   // peers[r] is the connection to rank r (invalid for r == rank); messages to the ranks `shm`
@@ -94,10 +65,10 @@ class Mesh {
     exchange(sends, recvs, deadline, Waiting::ForData);
   }
 
-  // Sends `mine` to every other rank and checks theirs; for ops with pairs, then every rank's
-  // byte counts, so that each rank checks what every pair exchanges. Throws MismatchError when
-  // they differ, TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
-  void agree(const Collective& mine, Deadline deadline);
+  // Sends `bytes` from `mine` to every other rank and receives rank r's into
+  // `everyone + r * bytes` (the kit's agreement check; occl_kit/signature.hpp). Throws
+  // TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
+  void exchange_with_all(const void* mine, void* everyone, size_t bytes, Deadline deadline);
 
   // Copies straight from and into other ranks' memory, when every rank of the group may (all on
   // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.

@@ -4,6 +4,8 @@
 // occl can hang past its timeout.
 #pragma once
 
+#include "occl_kit/errors.hpp"
+
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -20,20 +22,9 @@ using Deadline = Clock::time_point;
 // Milliseconds left until `deadline` (0 when it has passed), as poll() wants them.
 int millis_until(Deadline deadline);
 
-// Transport failures. `kind` lets the runtime word its message (and lets tests tell them apart).
-class TransportError : public std::runtime_error {
- public:
-  enum class Kind { Timeout, PeerClosed, Protocol, System, Aborted };
-  TransportError(Kind kind, const std::string& what, std::vector<int> awaited = {})
-      : std::runtime_error(what), kind_(kind), awaited_(std::move(awaited)) {}
-  Kind kind() const { return kind_; }
-  // For a timeout: the ranks it was still waiting for.
-  const std::vector<int>& awaited() const { return awaited_; }
-
- private:
-  Kind kind_;
-  std::vector<int> awaited_;
-};
+// Transport failures are the kit's link failures: after one, the engine fails the group's later
+// ops at once. `kind` lets the runtime word its message (and lets tests tell them apart).
+using TransportError = kit::LinkError;
 
 // Throws TransportError(System) "<what>: <strerror(err)>".
 [[noreturn]] void throw_system(const std::string& what, int err = errno);

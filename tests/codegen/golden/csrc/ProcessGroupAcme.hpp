@@ -1,55 +1,20 @@
 // generated — do not edit. Source: fixtures/mini.yaml; regenerate with `python -m occl_codegen --spec fixtures/mini.yaml --out golden --python-out golden/python` in the folder holding fixtures/ and golden/.
 //
-// The acme c10d::Backend: argument checks and glue, generated; the work itself
-// is done by the runtime in acme/runtime.hpp.
+// The acme c10d::Backend: argument checks and glue, generated. The kit's engine
+// runs each op (occl_kit/engine.hpp) through the runtime contract in acme_contract.hpp.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "acme/runtime.hpp"
+#include "occl_kit/engine.hpp"
+#include "acme_contract.hpp"
 
 namespace acme::c10d {
-
-// What every acme op returns. Its future holds the op's output tensors (as
-// gloo's does), so DDP comm hooks can read them.
-class WorkAcme : public c10d::Work {
- public:
-  WorkAcme(int rank, c10d::OpType op_type, const char* profiling_title,
-      std::vector<at::Tensor> outputs);
-
-  // A Work that completes when all of `works` have, failing with the first failure among them.
-  static c10::intrusive_ptr<WorkAcme> all_of(int rank,
-      std::vector<c10::intrusive_ptr<WorkAcme>> works);
-
-  // An op whose caller said it waits at once (asyncOp false) is run by wait(); the other ways to
-  // wait for it wake the group's worker for it first.
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-  bool isCompleted() override;
-  std::vector<at::Tensor> result() override;
-  // The sender's rank, for a receive from any source.
-  int sourceRank() const override;
-
-  // Waiting with no timeout of its own for an op that is next in line runs the op on this
-  // thread (the op keeps its own timeout), saving two thread hand-offs.
-  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
-
-  // Called once, by the runtime: completes the future, then the Work.
-  void complete(std::exception_ptr error, int source_rank);
-  // Set once, before the Work is returned: lets wait() run a queued op itself.
-  void set_ticket(::acme::runtime::Ticket ticket) { ticket_ = std::move(ticket); }
-
- private:
-  ::acme::runtime::Ticket ticket_;
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  int source_rank_ = -1;
-};
 
 class ProcessGroupAcme : public c10d::Backend {
  public:
@@ -96,8 +61,7 @@ class ProcessGroupAcme : public c10d::Backend {
  private:
   c10::intrusive_ptr<Options> options_;
   std::unique_ptr<::acme::runtime::Runtime> runtime_;
-  bool coalescing_ = false;
-  std::vector<c10::intrusive_ptr<WorkAcme>> coalesced_;
+  std::unique_ptr<::occl::kit::Engine> engine_;  // after runtime_: destroyed first
 };
 
 }  // namespace acme::c10d

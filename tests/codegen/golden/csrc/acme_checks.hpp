@@ -10,10 +10,19 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
-#include <cstddef>
-#include <ostream>
+#include "occl_kit/check_helpers.hpp"
+#include "occl_kit/signature.hpp"
 
 namespace acme::c10d {
+
+// The kit's functions the spec's conditions, messages and `agree:` expressions call by name.
+using ::occl::kit::reduce_op_name;
+using ::occl::kit::has_overlapping_elements;
+using ::occl::kit::split_sizes_unfit_reason;
+using ::occl::kit::slice_bytes;
+using ::occl::kit::total_numel;
+using ::occl::kit::bytes_per_tensor;
+using ::occl::kit::bytes_per_slice;
 
 // Device types the backend accepts (spec: backend.devices).
 inline bool is_supported_device(c10::DeviceType type) {
@@ -38,22 +47,6 @@ inline const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::Sc
     default:
       return "acme defines the reduce ops SUM, BAND";
   }
-}
-
-// Names one element of a list argument in error messages: output_tensors[1][0].
-struct CheckLabel {
-  CheckLabel(const char* name, size_t index) : name(name), depth(1), index{index, 0} {}
-  CheckLabel(const char* name, size_t outer, size_t inner)
-      : name(name), depth(2), index{outer, inner} {}
-  const char* name;
-  int depth;
-  size_t index[2];
-};
-
-inline std::ostream& operator<<(std::ostream& out, const CheckLabel& label) {
-  out << label.name;
-  for (int level = 0; level < label.depth; ++level) out << '[' << label.index[level] << ']';
-  return out;
 }
 
 }  // namespace acme::c10d

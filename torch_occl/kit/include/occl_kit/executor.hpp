@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace occl::runtime {
+namespace occl::kit {
 
 class Executor {
   struct Queue;
@@ -91,4 +91,4 @@ class Executor {
   std::shared_ptr<Queue> queue_;
 };
 
-}  // namespace occl::runtime
+}  // namespace occl::kit

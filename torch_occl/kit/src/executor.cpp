@@ -1,4 +1,4 @@
-#include "executor.hpp"
+#include "occl_kit/executor.hpp"
 
 #include <c10/util/Logging.h>
 
@@ -8,7 +8,7 @@
 #include <exception>
 #include <stdexcept>
 
-namespace occl::runtime {
+namespace occl::kit {
 namespace {
 
 // The worker is not woken for a task its caller runs; it still looks this often, so that such a
@@ -133,4 +133,4 @@ void Executor::loop(std::shared_ptr<Queue> queue) {
   }
 }
 
-}  // namespace occl::runtime
+}  // namespace occl::kit

@@ -1,0 +1,373 @@
+// occl's collectives: tensors in, algorithms over contiguous buffers.
+//
+// Each op stages its tensors into contiguous memory (a copy only when a tensor is not
+// contiguous), plans its reduction (reduce_plan.hpp), runs an algorithm over the collective
+// links, and writes results back into the caller's tensors. The kit checked before that every
+// rank calls the same op alike (the spec's `agree:`).
+#include "../runtime.hpp"
+
+#include "../algorithms/algorithms.hpp"
+#include "../transport/mesh.hpp"
+#include "reduce_plan.hpp"
+#include "occl_kit/check_helpers.hpp"
+#include "occl_kit/reduce.hpp"
+#include "occl_kit/staging.hpp"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/sparse_coo_tensor.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
+
+#include <optional>
+
+namespace occl::runtime {
+namespace {
+
+using kit::Staged;
+
+// What an op's algorithms need: the collective links, this rank, the group's size and when to
+// give up.
+struct Call {
+  transport::Mesh& mesh;
+  int rank;
+  int size;
+  transport::Deadline deadline;
+};
+
+at::Tensor block_of(const at::Tensor& blocks, int64_t block, int index) {
+  return blocks.narrow(0, block * index, block);
+}
+
+// Reduces `blocks` (world_size blocks, contiguous, in the accumulation dtype) into `output`
+// (one block, contiguous, same dtype): block r of the reduction, with PREMUL_SUM and AVG applied.
+// `blocks_are_scratch`: a private copy, which the reduction may scribble on; the caller's input
+// is only read, with a scratch buffer for the partial sums when more than two ranks need one.
+void reduce_scatter_blocks(Call& ctx, at::Tensor blocks, const at::Tensor& output,
+                           const c10d::ReduceOp& op, bool blocks_are_scratch) {
+  ReducePlan p = plan(op, blocks.scalar_type());
+  if (p.premultiply && !blocks_are_scratch) {
+    blocks = blocks.clone();
+    blocks_are_scratch = true;
+  }
+  premultiply(p, blocks);
+  at::Tensor partial = blocks_are_scratch ? blocks
+                       : ctx.size > 2    ? at::empty_like(blocks)
+                                         : at::Tensor();
+  algorithms::reduce_scatter(
+      ctx.mesh,
+      {static_cast<const char*>(data_of(blocks)),
+       partial.defined() ? static_cast<char*>(data_of(partial)) : nullptr,
+       static_cast<char*>(data_of(output))},
+      static_cast<size_t>(output.numel()), p.reduction, ctx.deadline);
+  average(p, output, ctx.size);
+}
+
+void allreduce_flat(Call& ctx, const at::Tensor& flat, const c10d::ReduceOp& op) {
+  ReducePlan p = plan(op, flat.scalar_type());
+  premultiply(p, flat);
+  algorithms::allreduce(ctx.mesh, data_of(flat), static_cast<size_t>(flat.numel()), p.reduction,
+                        ctx.deadline);
+  average(p, flat, ctx.size);
+}
+
+// Allreduces `tensors` as one: through a flat copy in the accumulation dtype.
+void allreduce_copy(Call& ctx, const std::vector<at::Tensor>& tensors,
+                    const c10d::ReduceOp& op) {
+  at::Tensor flat = accumulation_copy(tensors);
+  allreduce_flat(ctx, flat, op);
+  copy_back(flat, tensors);
+}
+
+std::vector<algorithms::Slice> slices_of(const std::vector<int64_t>& rows, size_t row_bytes) {
+  std::vector<algorithms::Slice> slices;
+  size_t offset = 0;
+  for (int64_t count : rows) {
+    slices.push_back({offset, static_cast<size_t>(count) * row_bytes});
+    offset += slices.back().bytes;
+  }
+  return slices;
+}
+
+void allreduce_sparse_tensor(Call& ctx, const at::Tensor& tensor);
+void allgather_into(Call& ctx, const at::Tensor& output_tensor, const at::Tensor& input_tensor);
+void reduce_scatter_into(Call& ctx, const at::Tensor& output_tensor,
+                         const at::Tensor& input_tensor, const c10d::ReduceOp& op);
+
+}  // namespace
+
+void MeshRuntime::broadcast(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
+               const c10d::BroadcastOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Staged staged(tensors[0]);
+  algorithms::broadcast(ctx.mesh, data_of(staged.buffer()), bytes_of(staged.buffer()),
+                        static_cast<int>(opts.rootRank), ctx.deadline);
+  if (ctx.rank != opts.rootRank) staged.commit();
+}
+
+void MeshRuntime::allreduce(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
+               const c10d::AllreduceOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  const at::Tensor& tensor = tensors[0];
+  if (tensor.is_sparse()) return allreduce_sparse_tensor(ctx, tensor);
+  if (kit::accumulation_dtype(tensor.scalar_type()) != tensor.scalar_type()) {
+    return allreduce_copy(ctx, tensors, opts.reduceOp);
+  }
+  Staged staged(tensor);  // in place, unless the tensor is not contiguous
+  allreduce_flat(ctx, staged.buffer().view({-1}), opts.reduceOp);
+  staged.commit();
+}
+
+void MeshRuntime::allreduce_coalesced(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
+                         const c10d::AllreduceCoalescedOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  allreduce_copy(ctx, tensors, opts.reduceOp);
+}
+
+void MeshRuntime::reduce(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
+            const c10d::ReduceOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  // A private copy on every rank: non-root tensors must come out as they went in.
+  at::Tensor flat = accumulation_copy(tensors);
+  ReducePlan p = plan(opts.reduceOp, flat.scalar_type());
+  premultiply(p, flat);
+  int root = static_cast<int>(opts.rootRank);
+  algorithms::reduce(ctx.mesh, data_of(flat), static_cast<size_t>(flat.numel()), p.reduction,
+                     root, ctx.deadline);
+  if (ctx.rank != root) return;
+  average(p, flat, ctx.size);
+  copy_back(flat, tensors);
+}
+
+void MeshRuntime::allgather(kit::OpContext& op, const std::vector<std::vector<at::Tensor>>& output_tensors,
+               const std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions&) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  const at::Tensor& input = input_tensors[0];
+  int64_t block = input.numel();
+  at::Tensor blocks = at::empty({block * ctx.size}, input.options());
+  block_of(blocks, block, ctx.rank).view(input.sizes()).copy_(input);
+  algorithms::allgather(ctx.mesh, data_of(blocks), bytes_of(input), ctx.deadline);
+  const auto& outputs = output_tensors[0];
+  for (int r = 0; r < ctx.size; ++r) {
+    outputs[r].copy_(block_of(blocks, block, r).view(outputs[r].sizes()));
+  }
+}
+
+void MeshRuntime::allgather_base(kit::OpContext& op, const at::Tensor& output_tensor,
+                    const at::Tensor& input_tensor, const c10d::AllgatherOptions&) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  allgather_into(ctx, output_tensor, input_tensor);
+}
+
+namespace {
+
+void allgather_into(Call& ctx, const at::Tensor& output_tensor, const at::Tensor& input_tensor) {
+  Staged staged(output_tensor);
+  int64_t block = input_tensor.numel();
+  at::Tensor blocks = staged.buffer().view({-1});
+  // FSDP passes an input that is a view of its own block of the output: copy_ then is a no-op.
+  block_of(blocks, block, ctx.rank).view(input_tensor.sizes()).copy_(input_tensor);
+  algorithms::allgather(ctx.mesh, data_of(blocks), bytes_of(input_tensor), ctx.deadline);
+  staged.commit();
+}
+
+void reduce_scatter_into(Call& ctx, const at::Tensor& output_tensor,
+                         const at::Tensor& input_tensor, const c10d::ReduceOp& op) {
+  const at::ScalarType dtype = kit::accumulation_dtype(input_tensor.scalar_type());
+  if (dtype != input_tensor.scalar_type()) {  // half types: the whole reduction in float32
+    at::Tensor output = at::empty({output_tensor.numel()}, input_tensor.options().dtype(dtype));
+    reduce_scatter_blocks(ctx, accumulation_copy({input_tensor}), output, op, true);
+    output_tensor.copy_(output.view(output_tensor.sizes()));
+    return;
+  }
+  // The input is only read: no copy of it, however large.
+  Staged output(output_tensor);
+  at::Tensor input = input_tensor.contiguous();
+  bool private_copy = !input.is_same(input_tensor) || output_tensor.is_alias_of(input_tensor);
+  if (output_tensor.is_alias_of(input_tensor)) input = input.clone();
+  reduce_scatter_blocks(ctx, input.view({-1}), output.buffer().view({-1}), op, private_copy);
+  output.commit();
+}
+
+}  // namespace
+
+void MeshRuntime::reduce_scatter(kit::OpContext& op, const std::vector<at::Tensor>& output_tensors,
+                    const std::vector<std::vector<at::Tensor>>& input_tensors,
+                    const c10d::ReduceScatterOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  const at::Tensor& output = output_tensors[0];
+  at::Tensor blocks = accumulation_copy(input_tensors[0]);
+  at::Tensor reduced = at::empty({output.numel()}, blocks.options());
+  reduce_scatter_blocks(ctx, blocks, reduced, opts.reduceOp, true);
+  output.copy_(reduced.view(output.sizes()));
+}
+
+void MeshRuntime::reduce_scatter_base(kit::OpContext& op, const at::Tensor& output_tensor,
+                         const at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  reduce_scatter_into(ctx, output_tensor, input_tensor, opts.reduceOp);
+}
+
+void MeshRuntime::barrier(kit::OpContext& op, const c10d::BarrierOptions&) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  algorithms::barrier(ctx.mesh, ctx.deadline);
+}
+
+}  // namespace occl::runtime
+
+namespace occl::runtime {
+
+void MeshRuntime::allgather_coalesced(kit::OpContext& op,
+                         const std::vector<std::vector<at::Tensor>>& output_tensor_lists,
+                         const std::vector<at::Tensor>& input_tensors,
+                         const c10d::AllgatherOptions&) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  // All inputs travel as one block per rank: this rank's inputs, flattened and concatenated.
+  int64_t block = kit::total_numel(input_tensors);
+  at::Tensor blocks = at::empty({block * ctx.size}, input_tensors[0].options());
+  int64_t offset = block * ctx.rank;
+  for (const auto& t : input_tensors) {
+    blocks.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
+    offset += t.numel();
+  }
+  algorithms::allgather(ctx.mesh, data_of(blocks), block * blocks.element_size(), ctx.deadline);
+  for (int r = 0; r < ctx.size; ++r) copy_back(block_of(blocks, block, r), output_tensor_lists[r]);
+}
+
+// Every rank contributes a different number of entries: exchange the counts, then allgather
+// blocks padded to the largest count, and let coalesce() sum duplicate indices (the same way on
+// every rank, since every rank then holds the same entries in the same order).
+void MeshRuntime::allreduce_sparse(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
+                      const c10d::AllreduceOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  allreduce_sparse_tensor(ctx, tensors[0]);
+}
+
+namespace {
+
+void allreduce_sparse_tensor(Call& ctx, const at::Tensor& tensor) {
+  // Duplicates are summed by coalesce(): in float32 for half types, like every other reduction.
+  at::Tensor input = tensor.to(kit::accumulation_dtype(tensor.scalar_type())).coalesce();
+  at::Tensor indices = input._indices();
+  at::Tensor values = input._values();
+  const int n = ctx.size;
+
+  at::Tensor counts = at::zeros({n}, at::kLong);
+  counts[ctx.rank] = indices.size(1);
+  algorithms::allgather(ctx.mesh, data_of(counts), sizeof(int64_t), ctx.deadline);
+  int64_t most = counts.max().item<int64_t>();
+
+  auto gather_padded = [&](const at::Tensor& mine, int64_t entry_dim) {
+    std::vector<int64_t> shape = mine.sizes().vec();
+    shape[entry_dim] = most;
+    shape.insert(shape.begin(), n);
+    at::Tensor blocks = at::zeros(shape, mine.options());
+    blocks.select(0, ctx.rank).narrow(entry_dim, 0, mine.size(entry_dim)).copy_(mine);
+    algorithms::allgather(ctx.mesh, data_of(blocks), bytes_of(blocks) / n, ctx.deadline);
+    std::vector<at::Tensor> parts;
+    for (int r = 0; r < n; ++r) {
+      parts.push_back(blocks.select(0, r).narrow(entry_dim, 0, counts[r].item<int64_t>()));
+    }
+    return at::cat(parts, entry_dim);
+  };
+  at::Tensor all_indices = gather_padded(indices, 1);
+  at::Tensor all_values = gather_padded(values, 0);
+  tensor.copy_(at::sparse_coo_tensor(all_indices, all_values, tensor.sizes())
+                   .coalesce()
+                   .to(tensor.scalar_type()));
+}
+
+}  // namespace
+
+void MeshRuntime::allgather_into_tensor_coalesced(kit::OpContext& op, const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions&) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  for (size_t i = 0; i < outputs.size(); ++i) allgather_into(ctx, outputs[i], inputs[i]);
+}
+
+void MeshRuntime::reduce_scatter_tensor_coalesced(kit::OpContext& op, const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const c10d::ReduceScatterOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    reduce_scatter_into(ctx, outputs[i], inputs[i], opts.reduceOp);
+  }
+}
+
+void MeshRuntime::gather(kit::OpContext& op, const std::vector<std::vector<at::Tensor>>& output_tensors,
+            const std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  int root = static_cast<int>(opts.rootRank);
+  at::Tensor input = input_tensors[0].contiguous();
+  if (ctx.rank != root) {
+    return algorithms::gather(ctx.mesh, data_of(input), {}, bytes_of(input), root, ctx.deadline);
+  }
+  const auto& outputs = output_tensors[0];
+  std::vector<Staged> staged(outputs.begin(), outputs.end());
+  std::vector<void*> blocks;
+  for (const auto& s : staged) blocks.push_back(data_of(s.buffer()));
+  algorithms::gather(ctx.mesh, data_of(input), blocks, bytes_of(input), root, ctx.deadline);
+  outputs[root].copy_(input.view(outputs[root].sizes()));
+  for (int r = 0; r < ctx.size; ++r) {
+    if (r != root) staged[r].commit();
+  }
+}
+
+void MeshRuntime::scatter(kit::OpContext& op, const std::vector<at::Tensor>& output_tensors,
+             const std::vector<std::vector<at::Tensor>>& input_tensors,
+             const c10d::ScatterOptions& opts) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  int root = static_cast<int>(opts.rootRank);
+  Staged output(output_tensors[0]);
+  std::vector<at::Tensor> inputs;  // contiguous, alive until the sends are done
+  std::vector<const void*> blocks;
+  if (ctx.rank == root) {
+    for (const auto& t : input_tensors[0]) {
+      inputs.push_back(t.contiguous());
+      blocks.push_back(data_of(inputs.back()));
+    }
+  }
+  algorithms::scatter(ctx.mesh, blocks, data_of(output.buffer()), bytes_of(output.buffer()), root,
+                      ctx.deadline);
+  output.commit();
+}
+
+void MeshRuntime::alltoall_base(kit::OpContext& op, const at::Tensor& output_tensor,
+                   const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
+                   const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  // Split sizes may differ from rank to rank; what each pair exchanges must agree.
+  auto sends = slices_of(kit::rows_per_rank(input_split_sizes, input_tensor, ctx.size),
+                         kit::row_bytes_of(input_tensor));
+  auto receives = slices_of(kit::rows_per_rank(output_split_sizes, output_tensor, ctx.size),
+                            kit::row_bytes_of(output_tensor));
+  // An output that shares memory with the input would overwrite slices not yet sent.
+  at::Tensor input = output_tensor.is_alias_of(input_tensor) ? input_tensor.clone(at::MemoryFormat::Contiguous)
+                                                             : input_tensor.contiguous();
+  Staged output(output_tensor);
+  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(input)), sends,
+                       static_cast<char*>(data_of(output.buffer())), receives, ctx.deadline);
+  output.commit();
+}
+
+void MeshRuntime::alltoall(kit::OpContext& op, const std::vector<at::Tensor>& output_tensors,
+              const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions&) {
+  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  // Every peer's tensor travels as a slice of one flat buffer each way. Tensor sizes may differ
+  // from rank to rank; what each pair exchanges must agree.
+  auto flat_slices = [](const std::vector<at::Tensor>& tensors) {
+    return slices_of(kit::numels_of(tensors), tensors[0].element_size());
+  };
+  auto sends = flat_slices(input_tensors), receives = flat_slices(output_tensors);
+  std::vector<at::Tensor> flattened;
+  for (const auto& t : input_tensors) flattened.push_back(t.reshape({-1}));
+  at::Tensor send = at::cat(flattened);
+  at::Tensor recv = at::empty({kit::total_numel(output_tensors)}, output_tensors[0].options());
+  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(send)), sends,
+                       static_cast<char*>(data_of(recv)), receives, ctx.deadline);
+  copy_back(recv, output_tensors);
+}
+
+}  // namespace occl::runtime

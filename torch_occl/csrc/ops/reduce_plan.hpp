@@ -1,0 +1,39 @@
+// How occl runs a c10d reduction on its kernels (kernels/reduce.hpp): the dtype and op as the
+// kernels name them, the scaling before it (PREMUL_SUM) and the division after it (AVG), and the
+// float32 copies that float16 and bfloat16 reduce in.
+#pragma once
+
+#include "../algorithms/algorithms.hpp"
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace occl::runtime {
+
+inline void* data_of(const at::Tensor& t) { return t.data_ptr(); }
+inline size_t bytes_of(const at::Tensor& t) { return t.nbytes(); }
+
+struct ReducePlan {
+  algorithms::Reduction reduction;
+  std::optional<double> premultiply;
+  bool average = false;
+};
+
+// Only called after the spec's reduce_op_supports_dtype check passed.
+ReducePlan plan(const c10d::ReduceOp& op, at::ScalarType type);
+
+// The parts of a reduction before and after the algorithm: PREMUL_SUM scales each rank's input,
+// AVG divides the result by the world size.
+void premultiply(const ReducePlan& p, const at::Tensor& data);
+void average(const ReducePlan& p, const at::Tensor& data, int world_size);
+
+// A contiguous copy of `tensors` (flattened, concatenated) in their accumulation dtype
+// (kit::accumulation_dtype): a whole collective adds in float32 and rounds once at the end.
+at::Tensor accumulation_copy(const std::vector<at::Tensor>& tensors);
+// The inverse of accumulation_copy: writes each slice of `flat` back into its tensor.
+void copy_back(const at::Tensor& flat, const std::vector<at::Tensor>& tensors);
+
+}  // namespace occl::runtime

@@ -1,0 +1,159 @@
+// The engine between a generated c10d::Backend and the runtime it was generated for.
+//
+// The generated backend checks an op's arguments, fills in its Signature, and hands the engine a
+// call of the runtime's function for the op. The engine numbers the op, creates its Work, runs it
+// as its `dispatch` says, checks first that every rank runs the same collective alike, names the
+// op, its sequence number and the group in every error, bounds it by its timeout, and fails
+// every later op of the group at once after a link failure.
+//   queued (collectives)  in issue order on the group's worker thread, or on the thread that
+//                         waits for the op when the caller said it waits at once (Executor)
+//   posted (p2p)          at once on the caller's thread; the runtime completes the op through
+//                         OpContext::done or hands a request to the completion engine
+#pragma once
+
+#include "occl_kit/completion.hpp"
+#include "occl_kit/errors.hpp"
+#include "occl_kit/executor.hpp"
+#include "occl_kit/signature.hpp"
+#include "occl_kit/work.hpp"
+
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace occl::kit {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// Called once when an op ends: nullptr or its error, and the rank a received message came from
+// (-1 for anything but receives from any source).
+using DoneFn = std::function<void(std::exception_ptr error, int source_rank)>;
+
+// What the generated code says about an op: static, one per op.
+struct OpInfo {
+  const char* label;            // "occl.allreduce": names the op in errors
+  const char* profiling_title;  // "occl:allreduce": names its Work in the profiler
+  c10d::OpType type;
+};
+
+// What an op's runtime function gets besides its arguments.
+struct OpContext {
+  int rank;
+  int size;
+  const char* label;
+  uint64_t sequence;  // the op's index among the group's collectives (or its p2p ops)
+  Deadline deadline;  // every wait of the op ends by then
+  // Posted ops only: call exactly once, or hand the op to complete_when() instead.
+  DoneFn done;
+  // Posted ops only: completes the op when `test` says its request is done (see completion.hpp).
+  void complete_when(CompletionEngine::TestFn test) const;
+
+  CompletionEngine* completions = nullptr;
+};
+
+// What the engine needs of a runtime beyond its ops. The generated contract header declares the
+// runtime's class, one pure virtual function per op, deriving from this.
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  // Moves signature records between the ranks for the agreement check (signature.hpp's
+  // ExchangeFn, bounded by ctx.deadline). Needed when the spec turns agreement on.
+  virtual void exchange_signatures(OpContext& ctx, const void* mine, void* everyone, size_t bytes);
+  // Agreement on, the runtime may still skip it (a knob to measure its cost).
+  virtual bool agreement_enabled() const { return true; }
+  // An op failed with `error`, which broke the links; `failure` is its error text. Returns the
+  // text the op and every later one fail with (a runtime may tell the other ranks, and add what
+  // they report).
+  virtual std::string gave_up(const std::string& failure, const LinkError& error);
+  // Coalescing hooks (c10d startCoalescing/endCoalescing): the ops issued between the two are
+  // the ones a library may batch; their Works complete as one.
+  virtual void start_coalescing() {}
+  virtual void end_coalescing() {}
+  // The queue has drained (shutdown): release the links.
+  virtual void close() {}
+  // Fail whatever transfers are in flight, at once; may come from any thread.
+  virtual void abort() {}
+};
+
+// Who the group is, for errors: "group 0 (rank 1 of 2; global ranks 2 3)".
+struct GroupInfo {
+  std::string backend;  // "occl"
+  std::string name;
+  int rank;
+  int size;
+  std::vector<uint64_t> global_ranks;  // empty for the default group
+  std::chrono::milliseconds timeout;   // for ops whose options leave theirs unset
+};
+
+// "group 0 (rank 1 of 2; global ranks 2 3)": how errors name a group.
+std::string describe_group(const std::string& name, int rank, int size,
+                           const std::vector<uint64_t>& global_ranks);
+
+class Engine {
+ public:
+  using OpFn = std::function<void(OpContext&)>;
+
+  // `agree`: the spec asks for the agreement check (backend.runtime.agreement); the runtime
+  // may still turn it off.
+  Engine(Runtime& runtime, GroupInfo group, bool agree);
+  ~Engine();  // same as shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // A collective: runs `run` after every op queued before it, once every rank's `signature`
+  // agreed. `timeout` may be c10d::kUnsetTimeout. `async_op` false: the caller waits at once.
+  c10::intrusive_ptr<Work> queue(const OpInfo& op, std::chrono::milliseconds timeout,
+                                 bool async_op, std::vector<at::Tensor> outputs,
+                                 Signature signature, OpFn run);
+  // A point-to-point op: runs `run` now; the runtime completes it through ctx.
+  c10::intrusive_ptr<Work> post(const OpInfo& op, std::chrono::milliseconds timeout,
+                                std::vector<at::Tensor> outputs, OpFn run);
+
+  // Between these, every op's Work is collected; end_coalescing returns one Work for all.
+  void start_coalescing();
+  c10::intrusive_ptr<Work> end_coalescing();
+
+  // Lets queued ops finish (each within its own timeout), stops the worker and closes the
+  // runtime's links. Idempotent. Called from inside an op (its completion), it fails the ops
+  // queued after that one instead of running them.
+  void shutdown();
+  // Fails the running op and every queued one at once, then shuts down. Idempotent.
+  void abort();
+
+  const std::string& group_description() const { return *group_description_; }
+
+ private:
+  void execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
+               const Signature& signature, const OpFn& run, Work& work);
+  void collect(const c10::intrusive_ptr<Work>& work);
+  std::string describe_op(const char* label, uint64_t sequence) const;
+
+  Runtime& runtime_;
+  GroupInfo group_;
+  const bool agree_;
+  // "group G (rank r of n; ...)", shared with cancelled ops, which may outlive the engine.
+  std::shared_ptr<const std::string> group_description_;
+  // Ops submitted so far, each kind counted on its own: they name ops in errors, and collectives
+  // must have the same numbers on every rank.
+  std::atomic<uint64_t> collectives_submitted_{0};
+  std::atomic<uint64_t> p2p_submitted_{0};
+  std::string broken_;  // the first link failure; later ops fail fast with it
+  const std::string coalesced_title_;  // "occl:coalesced"
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<Work>> coalesced_;
+  std::mutex close_mutex_;  // abort() may come from any thread while shutdown() closes links
+  bool closed_ = false;
+  CompletionEngine completions_;
+  Executor executor_;  // last: destroyed (stopped) first
+};
+
+}  // namespace occl::kit

@@ -1,0 +1,54 @@
+// What every op of a kit-built backend returns.
+#pragma once
+
+#include "occl_kit/executor.hpp"
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <exception>
+#include <vector>
+
+namespace occl::kit {
+
+class Engine;
+
+// Its future holds the op's output tensors (as gloo's does), so DDP comm hooks can read them. An
+// op whose caller said it waits at once (asyncOp false) is run by wait() on the caller's thread
+// when it is next in line; the other ways to wait for it wake the group's worker for it first.
+class Work : public c10d::Work {
+ public:
+  Work(int rank, c10d::OpType op_type, const char* profiling_title,
+       std::vector<at::Tensor> outputs);
+
+  // A Work that completes when all of `works` have, failing with the first failure among them.
+  static c10::intrusive_ptr<Work> all_of(int rank, const char* profiling_title,
+                                         std::vector<c10::intrusive_ptr<Work>> works);
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  bool isCompleted() override;
+  std::vector<at::Tensor> result() override;
+  // The sender's rank, for a receive from any source.
+  int sourceRank() const override;
+  // Waiting with no timeout of its own for an op that is next in line runs the op on this
+  // thread (the op keeps its own timeout), saving two thread hand-offs.
+  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
+
+  // Called once, by the engine: completes the future, then the Work.
+  void complete(std::exception_ptr error, int source_rank);
+
+ private:
+  friend class Engine;
+  Executor::Ticket ticket_;  // set once by the engine, before the Work is returned
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  int source_rank_ = -1;
+};
+
+// The tensors of `lists`, in order: what a Work's future holds for an op with list outputs.
+inline std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
+}  // namespace occl::kit

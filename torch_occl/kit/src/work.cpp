@@ -1,0 +1,80 @@
+#include "occl_kit/work.hpp"
+
+#include <ATen/core/jit_type.h>
+
+#include <memory>
+#include <mutex>
+
+namespace occl::kit {
+
+Work::Work(int rank, c10d::OpType op_type, const char* profiling_title,
+           std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, op_type, profiling_title, outputs),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
+                                      std::vector<c10::intrusive_ptr<Work>> works) {
+  std::vector<at::Tensor> outputs;
+  for (const auto& work : works) {
+    outputs.insert(outputs.end(), work->outputs_.begin(), work->outputs_.end());
+  }
+  auto group = c10::make_intrusive<Work>(rank, c10d::OpType::COALESCED, profiling_title, outputs);
+  if (works.empty()) {
+    group->complete(nullptr, -1);
+    return group;
+  }
+  struct Pending {
+    std::mutex mutex;
+    size_t left;
+    std::exception_ptr first_error;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = works.size();
+  for (const auto& work : works) {
+    work->ticket_.wake_worker();
+    work->future_->addCallback([group, pending](c10::ivalue::Future& future) {
+      std::exception_ptr error;
+      {
+        std::lock_guard<std::mutex> lock(pending->mutex);
+        if (future.hasError() && !pending->first_error) pending->first_error = future.exception_ptr();
+        if (--pending->left > 0) return;
+        error = pending->first_error;
+      }
+      group->complete(error, -1);
+    });
+  }
+  return group;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
+  ticket_.wake_worker();
+  return future_;
+}
+
+bool Work::isCompleted() {
+  ticket_.wake_worker();
+  return c10d::Work::isCompleted();
+}
+
+std::vector<at::Tensor> Work::result() { return outputs_; }
+
+int Work::sourceRank() const { return source_rank_; }
+
+bool Work::wait(std::chrono::milliseconds timeout) {
+  if (timeout != ::kNoTimeout || !ticket_.run_if_next()) ticket_.wake_worker();
+  return c10d::Work::wait(timeout);
+}
+
+void Work::complete(std::exception_ptr error, int source_rank) {
+  source_rank_ = source_rank;
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(error);
+}
+
+}  // namespace occl::kit
