@@ -36,7 +36,6 @@ def create_backend(backend_options, process_group_options=None) -> _C.ProcessGro
     options.group_name = backend_options.group_id
     options.global_ranks_in_group = list(backend_options.global_ranks_in_group)
     options.bind_address = hooks.bind_address(backend_options.store)
-    options.group_id = backend_options.group_id
     return _C.ProcessGroupOCCL(
         backend_options.store, backend_options.group_rank, backend_options.group_size, options
     )

@@ -11,7 +11,7 @@ ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store,
     int size, c10::intrusive_ptr<Options> options)
     : c10d::Backend(rank, size), options_(std::move(options)) {
   runtime_ = ::occl::runtime::connect(store, rank, size, {options_->timeout,
-      options_->group_name, options_->global_ranks_in_group, options_->bind_address, options_->group_id});
+      options_->group_name, options_->global_ranks_in_group, options_->bind_address});
   engine_ = std::make_unique<::occl::kit::Engine>(*runtime_,
       ::occl::kit::GroupInfo{"occl", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},

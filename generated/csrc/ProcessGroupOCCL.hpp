@@ -22,8 +22,6 @@ class ProcessGroupOCCL : public c10d::Backend {
     Options();
     // Address this rank's listening socket binds to; peers connect to it.
     std::string bind_address = "127.0.0.1";
-    // torch.distributed's id of the group ('0' is the default group); names store keys.
-    std::string group_id = "0";
   };
 
   // Connects to every other rank of the group through `store` before it returns.

@@ -25,8 +25,6 @@ PYBIND11_MODULE(_C, module) {
       .def(py::init([] { return c10::make_intrusive<Backend::Options>(); }))
       .def_readwrite("bind_address", &Backend::Options::bind_address,
                      "Address this rank's listening socket binds to; peers connect to it.")
-      .def_readwrite("group_id", &Backend::Options::group_id,
-                     "torch.distributed's id of the group ('0' is the default group); names store keys.")
       ;
 
   backend.def(

@@ -30,7 +30,6 @@ struct Config {
   std::string group_name;
   std::vector<uint64_t> global_ranks_in_group;  // empty for the default group
   std::string bind_address;  // Address this rank's listening socket binds to; peers connect to it.
-  std::string group_id;  // torch.distributed's id of the group ('0' is the default group); names store keys.
 };
 
 // One function per op of the spec (its `runtime:` key), with the op's arguments. Queued ops run

@@ -45,7 +45,6 @@ def test_backend_name_and_capabilities():
 def test_option_defaults():
     options = Backend.Options()
     assert options.bind_address == '127.0.0.1'
-    assert options.group_id == '0'
 
 
 def test_broadcast_in_a_group_of_one():

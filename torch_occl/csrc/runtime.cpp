@@ -19,7 +19,7 @@ constexpr auto kPeerReportGrace = std::chrono::seconds(1);
 
 // "group G (rank r of n; global ranks ...)", as the kit's errors name it.
 std::string group(const Config& config, int rank, int size) {
-  return kit::describe_group(config.group_id, rank, size, config.global_ranks_in_group);
+  return kit::describe_group(config.group_name, rank, size, config.global_ranks_in_group);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ namespace occl::kit {
 namespace {
 
 // A busy engine yields between passes; after this many passes with nothing finished it sleeps,
-// longer and longer up to kLongestSleep: a slow request costs little, a quick one is seen soon.
+// longer and longer up to kLongestSleepUs: a slow request costs little, a quick one is seen soon.
 constexpr int kPassesBeforeSleep = 64;
 constexpr int64_t kLongestSleepUs = 1000;
 
@@ -19,13 +19,16 @@ std::exception_ptr aborted() {
       LinkError(LinkError::Kind::Aborted, "the communicator was aborted"));
 }
 
-template <class Request>
-void finish_logged(const Request& request, std::exception_ptr error, int source) {
-  try {
-    request.finish(error, source);
-  } catch (const std::exception& e) {
-    LOG(ERROR) << "occl_kit: a completion threw: " << e.what();
+template <class Requests>
+void fail_all(Requests& requests) {
+  for (const auto& request : requests) {
+    try {
+      request.finish(aborted(), -1);
+    } catch (const std::exception& e) {
+      LOG(ERROR) << "occl_kit: a completion threw: " << e.what();
+    }
   }
+  requests.clear();
 }
 
 }  // namespace
@@ -38,7 +41,10 @@ void CompletionEngine::watch(TestFn test, std::chrono::steady_clock::time_point 
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (!state_->stopping) {
       state_->pending.push_back({std::move(test), deadline, std::move(finish)});
-      if (!thread_.joinable()) thread_ = std::thread(loop, state_);
+      if (!state_->started) {
+        state_->started = true;
+        std::thread(loop, state_).detach();
+      }
       state_->arrived.notify_one();
       return;
     }
@@ -48,41 +54,34 @@ void CompletionEngine::watch(TestFn test, std::chrono::steady_clock::time_point 
 
 void CompletionEngine::abort() {
   std::deque<Pending> failed;
-  std::thread thread;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::unique_lock<std::mutex> lock(state_->mutex);
     state_->stopping = true;
     failed.swap(state_->pending);
-    thread.swap(thread_);
-  }
-  state_->arrived.notify_all();
-  if (thread.joinable()) {
-    // Aborted from a completion, on the thread itself: it sees `stopping` when that returns.
-    if (thread.get_id() == std::this_thread::get_id()) {
-      thread.detach();
-    } else {
-      thread.join();
+    state_->arrived.notify_all();
+    // From a completion (on the thread itself) no test is running; from anywhere else, wait
+    // for the one that is: after this, no test touches the runtime.
+    if (state_->thread != std::this_thread::get_id()) {
+      state_->tested.wait(lock, [&] { return !state_->testing; });
     }
   }
-  for (const auto& request : failed) finish_logged(request, aborted(), -1);
+  fail_all(failed);
 }
 
 void CompletionEngine::loop(std::shared_ptr<State> state) {
   int idle_passes = 0;
   std::unique_lock<std::mutex> lock(state->mutex);
+  state->thread = std::this_thread::get_id();
   while (true) {
     state->arrived.wait(lock, [&] { return state->stopping || !state->pending.empty(); });
-    std::deque<Pending> batch;
+    std::deque<Pending> batch, still;
     batch.swap(state->pending);
-    if (state->stopping) {
-      lock.unlock();
-      for (const auto& request : batch) finish_logged(request, aborted(), -1);
-      return;
-    }
-    lock.unlock();
     bool progressed = false;
-    std::deque<Pending> still;
-    for (auto& request : batch) {
+    while (!batch.empty() && !state->stopping) {
+      Pending request = std::move(batch.front());
+      batch.pop_front();
+      state->testing = true;
+      lock.unlock();
       Poll poll;
       std::exception_ptr error;
       try {
@@ -90,18 +89,37 @@ void CompletionEngine::loop(std::shared_ptr<State> state) {
       } catch (...) {
         error = std::current_exception();
       }
+      lock.lock();
+      state->testing = false;
+      state->tested.notify_all();
       if (!error && !poll.done && std::chrono::steady_clock::now() >= request.deadline) {
         error = std::make_exception_ptr(
             LinkError(LinkError::Kind::Timeout, "its request did not complete in time"));
       }
-      if (error || poll.done) {
-        finish_logged(request, error, poll.source_rank);
-        progressed = true;
-      } else {
+      if (!error && !poll.done) {
         still.push_back(std::move(request));
+        continue;
       }
+      progressed = true;
+      lock.unlock();
+      try {
+        request.finish(error, poll.source_rank);
+      } catch (const std::exception& e) {
+        LOG(ERROR) << "occl_kit: a completion threw: " << e.what();
+      }
+      lock.lock();
     }
+    if (state->stopping) {  // what abort() did not see, this thread fails
+      lock.unlock();
+      fail_all(batch);
+      fail_all(still);
+      return;
+    }
+    // Requests that came meanwhile go after those still pending: tested in arrival order.
+    for (auto& request : state->pending) still.push_back(std::move(request));
+    state->pending.swap(still);
     idle_passes = progressed ? 0 : idle_passes + 1;
+    lock.unlock();
     if (idle_passes < kPassesBeforeSleep) {
       std::this_thread::yield();
     } else {
@@ -109,9 +127,6 @@ void CompletionEngine::loop(std::shared_ptr<State> state) {
           std::min<int64_t>(kLongestSleepUs, 10 * (idle_passes - kPassesBeforeSleep + 1))));
     }
     lock.lock();
-    // Requests that came meanwhile go after those still pending: tested in arrival order.
-    for (auto& request : state->pending) still.push_back(std::move(request));
-    state->pending.swap(still);
   }
 }
 

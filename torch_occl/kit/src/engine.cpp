@@ -190,25 +190,22 @@ void Engine::start_coalescing() {
 c10::intrusive_ptr<Work> Engine::end_coalescing() {
   TORCH_CHECK(coalescing_, group_.backend, ": endCoalescing called without startCoalescing");
   coalescing_ = false;
+  auto works = std::move(coalesced_);
+  coalesced_.clear();
   runtime_.end_coalescing();
-  return Work::all_of(group_.rank, coalesced_title_.c_str(), std::move(coalesced_));
+  return Work::all_of(group_.rank, coalesced_title_.c_str(), std::move(works));
 }
 
 void Engine::shutdown() {
   // Once no op runs, the links go at once: Python may keep the backend object alive long after
   // destroy_process_group().
-  if (executor_.stop()) {
-    std::lock_guard<std::mutex> lock(close_mutex_);
-    if (!closed_) runtime_.close();
-    closed_ = true;
-  }
+  if (executor_.stop() && !closed_.exchange(true)) runtime_.close();
 }
 
 void Engine::abort() {
-  {
-    std::lock_guard<std::mutex> lock(close_mutex_);
-    if (!closed_) runtime_.abort();
-  }
+  // Also after shutdown: point-to-point ops may still be in flight. No lock is held across the
+  // runtime's hooks, which may complete ops (and so run user callbacks) at once.
+  runtime_.abort();
   completions_.abort();
   shutdown();
 }

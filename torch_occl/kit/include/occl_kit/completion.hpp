@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace occl::kit {
 
@@ -29,7 +30,7 @@ class CompletionEngine {
   using FinishFn = std::function<void(std::exception_ptr, int)>;
 
   CompletionEngine() = default;
-  ~CompletionEngine();  // fails what is still pending (abort()), then joins the thread
+  ~CompletionEngine();  // same as abort()
   CompletionEngine(const CompletionEngine&) = delete;
   CompletionEngine& operator=(const CompletionEngine&) = delete;
 
@@ -38,7 +39,9 @@ class CompletionEngine {
   // in the order they came; an idle engine sleeps, a busy one yields between passes (and
   // sleeps a little longer the longer nothing finishes).
   void watch(TestFn test, std::chrono::steady_clock::time_point deadline, FinishFn finish);
-  // Fails every pending request with LinkError(Aborted) and stops the thread. Idempotent.
+  // Fails every pending request with LinkError(Aborted) and stops the thread. Idempotent. Once
+  // it returns no test runs any more (a runtime may go); the thread is never joined: a completion
+  // it runs may be waiting for a GIL the caller holds.
   void abort();
 
  private:
@@ -51,13 +54,16 @@ class CompletionEngine {
   struct State {
     std::mutex mutex;
     std::condition_variable arrived;
+    std::condition_variable tested;  // signalled when a test has returned
     std::deque<Pending> pending;
+    bool started = false;
     bool stopping = false;
+    bool testing = false;   // the thread is inside a request's test
+    std::thread::id thread;
   };
   static void loop(std::shared_ptr<State> state);
 
   std::shared_ptr<State> state_ = std::make_shared<State>();
-  std::thread thread_;  // guarded by state_->mutex
 };
 
 }  // namespace occl::kit

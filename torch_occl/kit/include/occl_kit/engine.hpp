@@ -25,7 +25,6 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -78,9 +77,10 @@ class Runtime {
   // the ones a library may batch; their Works complete as one.
   virtual void start_coalescing() {}
   virtual void end_coalescing() {}
-  // The queue has drained (shutdown): release the links.
+  // The queue has drained (shutdown): release the links. Called once.
   virtual void close() {}
-  // Fail whatever transfers are in flight, at once; may come from any thread.
+  // Fail whatever transfers are in flight, at once; may come from any thread, also after
+  // close() (point-to-point ops may still be in flight then).
   virtual void abort() {}
 };
 
@@ -150,8 +150,7 @@ class Engine {
   const std::string coalesced_title_;  // "occl:coalesced"
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<Work>> coalesced_;
-  std::mutex close_mutex_;  // abort() may come from any thread while shutdown() closes links
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};  // runtime_.close() was called (shutdown may come twice)
   CompletionEngine completions_;
   Executor executor_;  // last: destroyed (stopped) first
 };
