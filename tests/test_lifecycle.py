@@ -147,3 +147,48 @@ def test_shutdown_from_a_completion_fails_the_queued_ops():
     assert lines[1:] == [
         f"failed: occl.allreduce #{n} in group 0 (rank 0 of 2): not run, the backend was shut "
         "down from inside an earlier op's completion" for n in (1, 2, 3)], result.stdout
+
+
+ABORT_AFTER_SHUTDOWN_SCRIPT = textwrap.dedent(
+    """
+    import datetime, threading, time
+    import torch
+    import torch.distributed as dist
+    import torch_occl._C as extension
+
+    options = extension.ProcessGroupOCCL.Options()
+    options._timeout = datetime.timedelta(seconds=60)
+    options.group_name = "0"
+    store = dist.HashStore()
+    backends = [None, None]
+    def connect(rank):
+        backends[rank] = extension.ProcessGroupOCCL(store, rank, 2, options)
+    threads = [threading.Thread(target=connect, args=(r,)) for r in range(2)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    rank0, rank1 = backends
+    pending = rank0.recv([torch.zeros(4)], 1, 7)  # rank 1 never sends
+    rank0.shutdown()  # lets collectives finish; the receive stays in flight
+    start = time.monotonic()
+    rank0.abort()
+    try:
+        pending.wait()
+        print("received")
+    except RuntimeError as e:
+        print(f"{time.monotonic() - start:.1f} s:", str(e).splitlines()[0])
+    rank1.shutdown()
+    """
+)
+
+
+def test_abort_after_shutdown_fails_a_pending_receive_at_once():
+    # destroy_process_group() shuts a backend down; a receive still in flight must fail as soon
+    # as the backend is aborted, not at its timeout (60 s here).
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = subprocess.run([sys.executable, "-c", ABORT_AFTER_SHUTDOWN_SCRIPT], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    seconds, _, error = result.stdout.strip().partition(" s: ")
+    assert error.startswith("occl.recv #0 in group 0 (rank 0 of 2): "), result.stdout
+    assert "aborted" in error, result.stdout
+    assert float(seconds) < 5, result.stdout
