@@ -145,6 +145,7 @@ class ConformanceOpView:
     public_calls: str  # for the docs: the torch.distributed calls that reach it
     dtypes: str  # for the docs: what it accepts
     reduce_ops: str  # for the docs: the reduce ops it takes, "–" if none
+    agrees_on: str  # for the docs: what the kit checks every rank calls alike, "–" if nothing
 
 
 @dataclass(frozen=True)
@@ -429,7 +430,14 @@ def _support(spec: Spec) -> SupportView:
     )
 
 
-def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
+def _agrees_on(spec: Spec, op: Op) -> str:
+    if not spec.backend.runtime.agreement or op.dispatch != "queued":
+        return "–"
+    return ", ".join(["op", *(field for field, _ in op.agree)])
+
+
+def _conformance_op(spec: Spec, op: Op) -> ConformanceOpView:
+    support = spec.support
     semantics = SEMANTICS.get(op.semantics) if op.semantics else None
     reduces = semantics is not None and semantics.reduces
     if semantics is None:
@@ -451,6 +459,7 @@ def _conformance_op(support: Support, op: Op) -> ConformanceOpView:
         public_calls=semantics.public_calls if semantics else "–",
         dtypes=dtypes,
         reduce_ops=reduce_ops,
+        agrees_on=_agrees_on(spec, op),
     )
 
 
@@ -566,10 +575,8 @@ def build_view(spec: Spec, layout: Layout) -> View:
         macros=tuple(_macro(spec, c) for c in spec.checks),
         ops=tuple(_op(spec, op) for op in spec.ops),
         support=_support(spec),
-        conformance_ops=tuple(_conformance_op(spec.support, op) for op in spec.ops),
-        not_covered=tuple(
-            _conformance_op(spec.support, op) for op in spec.ops if op.semantics is None
-        ),
+        conformance_ops=tuple(_conformance_op(spec, op) for op in spec.ops),
+        not_covered=tuple(_conformance_op(spec, op) for op in spec.ops if op.semantics is None),
         bad_inputs=bad_inputs,
         bad_inputs_not_covered=bad_inputs_not_covered,
         omits=spec.omits,

@@ -101,7 +101,7 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
   auto work = c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title, std::move(outputs));
   const uint64_t sequence = collectives_submitted_++;
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
-               run = std::move(run), work] {
+               run = std::move(run), work]() mutable {
     execute(op, sequence, timeout, signature, run, *work);
   };
   // Must not touch the engine, which may be gone by then.
@@ -121,7 +121,7 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
 }
 
 void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
-                     const Signature& signature, const OpFn& run, Work& work) {
+                     Signature& signature, const OpFn& run, Work& work) {
   if (!broken_.empty()) {
     finish_op(work,
               backend_error(describe_op(op.label, sequence) +
@@ -133,10 +133,9 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
                 nullptr};
   try {
     if (agree_) {
-      Signature mine = signature;
-      mine.op = op_name(op.label);
-      mine.sequence = sequence;
-      agree(mine, group_.rank, group_.size,
+      signature.op = op_name(op.label);
+      signature.sequence = sequence;
+      agree(signature, group_.rank, group_.size,
             [&](const void* record, void* everyone, size_t bytes) {
               runtime_.exchange_signatures(ctx, record, everyone, bytes);
             });

@@ -133,7 +133,7 @@ class Engine {
 
  private:
   void execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
-               const Signature& signature, const OpFn& run, Work& work);
+               Signature& signature, const OpFn& run, Work& work);
   void collect(const c10::intrusive_ptr<Work>& work);
   std::string describe_op(const char* label, uint64_t sequence) const;
 
