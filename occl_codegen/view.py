@@ -37,14 +37,6 @@ _CPP_PARAM_TYPES = {
     "int": "int",
     "int_list": "std::vector<int64_t>&",
 }
-# How the runtime contract takes each argument kind.
-_CPP_CONTRACT_TYPES = {
-    "tensor": "const at::Tensor&",
-    "tensor_list": "const std::vector<at::Tensor>&",
-    "tensor_list_list": "const std::vector<std::vector<at::Tensor>>&",
-    "int": "int",
-    "int_list": "const std::vector<int64_t>&",
-}
 _KIT = "::occl::kit"
 _CPP_OPTION_TYPES = {"string": "std::string", "int": "int64_t", "bool": "bool"}
 # The C++ name each subject kind has inside a check's condition and message.
@@ -350,9 +342,10 @@ def _submit(op: Op) -> tuple[str, ...]:
 
 
 def _contract_param(arg: Arg) -> str:
-    if arg.kind == "options":
-        return f"const c10d::{arg.type}& {arg.name}"
-    return f"{_CPP_CONTRACT_TYPES[arg.kind]} {arg.name}"
+    """How the runtime contract takes an argument: what the c10d method takes by reference, as
+    a const reference; the rest by value."""
+    param = _param(arg)
+    return param if param.startswith("const ") or "&" not in param else f"const {param}"
 
 
 def _op(spec: Spec, op: Op) -> OpView:

@@ -30,6 +30,37 @@ def run(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedPr
     return result
 
 
+# A receive nobody sends to, on tin: the kit's completion engine polls tin's request until the
+# op's deadline, then fails it, naming the op, and the group still works.
+UNMATCHED_RECEIVE = """
+import datetime, threading, time
+import torch
+import torch.distributed as dist
+import torch._C._distributed_c10d as c10d
+import tin_dist._C as extension
+
+options = extension.ProcessGroupTin.Options()
+options._timeout = datetime.timedelta(seconds=2)
+options.group_name = "0"
+store = dist.HashStore()
+backends = [None, None]
+def connect(rank):
+    backends[rank] = extension.ProcessGroupTin(store, rank, 2, options)
+threads = [threading.Thread(target=connect, args=(r,)) for r in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+start = time.monotonic()
+try:
+    backends[0].recv([torch.zeros(4)], 1, 7).wait()
+    print("received")
+except RuntimeError as e:
+    print(f"{time.monotonic() - start:.1f} s:", str(e).splitlines()[0])
+works = [b.barrier(c10d.BarrierOptions()) for b in backends]
+for work in works: work.wait()
+print("barrier")
+"""
+
+
 def test_a_vendor_tree_generates_builds_and_passes_its_generated_suite(tmp_path):
     tree = tmp_path / "tin"
     shutil.copytree(VENDOR, tree, ignore=shutil.ignore_patterns("__pycache__", "build", "*.so"))
@@ -66,3 +97,10 @@ def test_a_vendor_tree_generates_builds_and_passes_its_generated_suite(tmp_path)
     # need an op that reduces, which tin lacks).
     mismatches = {param for test, param in passed if test == "test_mismatched_calls_raise"}
     assert mismatches == {"op", "dtype", "count", "root"}, result.stdout[-4000:]
+
+    seen = run([sys.executable, "-c", UNMATCHED_RECEIVE], tree, timeout=60).stdout.splitlines()
+    seconds, _, error = seen[0].partition(" s: ")
+    assert error == ("tin.recv #0 in group 0 (rank 0 of 2): timed out after 2000 ms, its request"
+                     " did not complete in time"), seen
+    assert 1.6 <= float(seconds) < 10, seen
+    assert seen[1:] == ["barrier"], seen
