@@ -18,23 +18,28 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = occl_only("compares occl's run of each example with gloo's")
 
 
-def _torchrun(script: str, backend: str, out: Path) -> str:
+def _torchrun(script: str, backend: str, out: Path, attempts: int = 1) -> str:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node", "2", str(REPO / "examples" / script),
                "--backend", backend, "--out", str(out)]
-    result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
-    return result.stdout
+    for _ in range(attempts):
+        result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
+                                timeout=300)
+        if result.returncode == 0:
+            return result.stdout
+    raise AssertionError(f"{' '.join(command)}\n{result.stdout}\n{result.stderr}")
 
 
 @pytest.mark.parametrize("script", ["ddp_train.py", "fsdp2_train.py"])
 def test_example_trains_as_on_gloo(script, tmp_path):
     runs = {}
     for backend in ("occl", "gloo"):
-        stdout = _torchrun(script, backend, tmp_path / f"{backend}.json")
+        # The reference run may be retried once: in CI a gloo rank once aborted at exit ("terminate
+        # called without an active exception"), after the training had ended; occl's may not.
+        stdout = _torchrun(script, backend, tmp_path / f"{backend}.json",
+                           attempts=2 if backend == "gloo" else 1)
         assert f"2 ranks, backend {backend}: final loss" in stdout, stdout
         runs[backend] = json.loads((tmp_path / f"{backend}.json").read_text())
     occl, gloo = runs["occl"], runs["gloo"]
