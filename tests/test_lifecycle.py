@@ -88,18 +88,18 @@ def test_interpreter_exits_cleanly_right_after_large_ops(tmp_path, kind):
             assert out.strip() == expected[rank], out
 
 
-SHUTDOWN_IN_COMPLETION_SCRIPT = textwrap.dedent(
+# The start of the in-process scripts below: two occl ranks of one group, rank0 and rank1, on
+# threads of this process over a HashStore, with a group timeout of TIMEOUT_S seconds.
+TWO_RANKS_IN_ONE_PROCESS = textwrap.dedent(
     """
-    import datetime, threading
+    import datetime, os, threading
     import torch
     import torch.distributed as dist
     import torch._C._distributed_c10d as c10d
     import torch_occl._C as extension
 
-    # Two ranks in this process: rank 0's first allreduce cannot complete before rank 1 joins
-    # it, so the callback below is attached in time and runs on rank 0's worker.
     options = extension.ProcessGroupOCCL.Options()
-    options._timeout = datetime.timedelta(seconds=10)
+    options._timeout = datetime.timedelta(seconds=float(os.environ["TIMEOUT_S"]))
     options.group_name = "0"  # as torch.distributed names the default group
     store = dist.HashStore()
     backends = [None, None]
@@ -109,6 +109,23 @@ SHUTDOWN_IN_COMPLETION_SCRIPT = textwrap.dedent(
     for t in threads: t.start()
     for t in threads: t.join()
     rank0, rank1 = backends
+    """
+)
+
+
+def run_two_ranks(script: str, timeout_s: float) -> subprocess.CompletedProcess:
+    """Runs TWO_RANKS_IN_ONE_PROCESS, then `script`, in a fresh interpreter."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), TIMEOUT_S=str(timeout_s))
+    result = subprocess.run([sys.executable, "-c", TWO_RANKS_IN_ONE_PROCESS + script], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+SHUTDOWN_IN_COMPLETION_SCRIPT = textwrap.dedent(
+    """
+    # Two ranks in this process: rank 0's first allreduce cannot complete before rank 1 joins
+    # it, so the callback below is attached in time and runs on rank 0's worker.
     queued = threading.Event()
     ran_on = []
 
@@ -138,10 +155,7 @@ SHUTDOWN_IN_COMPLETION_SCRIPT = textwrap.dedent(
 def test_shutdown_from_a_completion_fails_the_queued_ops():
     # A completion that shuts the backend down runs on the thread that runs the ops: the ops
     # still queued behind it must fail, not stay pending forever.
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    result = subprocess.run([sys.executable, "-c", SHUTDOWN_IN_COMPLETION_SCRIPT], env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = run_two_ranks(SHUTDOWN_IN_COMPLETION_SCRIPT, timeout_s=10)
     lines = result.stdout.strip().splitlines()
     assert lines[0] == "first [2.0, 2.0, 2.0, 2.0]", result.stdout
     assert lines[1:] == [
@@ -151,22 +165,7 @@ def test_shutdown_from_a_completion_fails_the_queued_ops():
 
 ABORT_AFTER_SHUTDOWN_SCRIPT = textwrap.dedent(
     """
-    import datetime, threading, time
-    import torch
-    import torch.distributed as dist
-    import torch_occl._C as extension
-
-    options = extension.ProcessGroupOCCL.Options()
-    options._timeout = datetime.timedelta(seconds=60)
-    options.group_name = "0"
-    store = dist.HashStore()
-    backends = [None, None]
-    def connect(rank):
-        backends[rank] = extension.ProcessGroupOCCL(store, rank, 2, options)
-    threads = [threading.Thread(target=connect, args=(r,)) for r in range(2)]
-    for t in threads: t.start()
-    for t in threads: t.join()
-    rank0, rank1 = backends
+    import time
     pending = rank0.recv([torch.zeros(4)], 1, 7)  # rank 1 never sends
     rank0.shutdown()  # lets collectives finish; the receive stays in flight
     start = time.monotonic()
@@ -184,10 +183,7 @@ ABORT_AFTER_SHUTDOWN_SCRIPT = textwrap.dedent(
 def test_abort_after_shutdown_fails_a_pending_receive_at_once():
     # destroy_process_group() shuts a backend down; a receive still in flight must fail as soon
     # as the backend is aborted, not at its timeout (60 s here).
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    result = subprocess.run([sys.executable, "-c", ABORT_AFTER_SHUTDOWN_SCRIPT], env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = run_two_ranks(ABORT_AFTER_SHUTDOWN_SCRIPT, timeout_s=60)
     seconds, _, error = result.stdout.strip().partition(" s: ")
     assert error.startswith("occl.recv #0 in group 0 (rank 0 of 2): "), result.stdout
     assert "aborted" in error, result.stdout
