@@ -139,7 +139,7 @@ def run_case(rank: int, world_size: int, case: Case, promises: tuple[str, ...]) 
 def bad_input_then_good_call(rank: int, world_size: int, bad: BadInput, declaration: Declaration):
     """This rank's bad call (see violations.call_bad_input), then the good call it was made from."""
     bad_call = call_bad_input(rank, world_size, bad, declaration)
-    return bad_call, run_case(rank, world_size, base_case(bad, declaration), ())
+    return bad_call, run_case(rank, world_size, base_case(bad, declaration, world_size), ())
 
 
 def _future_problems(work, prepared) -> list[str]:
@@ -179,8 +179,10 @@ def mismatch_way(kind: str, declared: set[str]) -> str | None:
     return next((way for needs, way in MISMATCH_WAYS[kind] if declared.issuperset(needs)), None)
 
 
-def call_mismatched(rank: int, world_size: int, way: str, dtype: str) -> str:
-    """Rank 0 and rank 1 call differently, as MISMATCH_WAYS' `way` says; what each one saw."""
+def call_mismatched(rank: int, world_size: int, way: str, dtype: str,
+                    group=None) -> tuple[str, float]:
+    """Rank 1 calls unlike every other rank, as MISMATCH_WAYS' `way` says (on `group`, else the
+    default group); what this rank saw, and after how long."""
     import torch
     import torch.distributed as dist
 
@@ -188,53 +190,63 @@ def call_mismatched(rank: int, world_size: int, way: str, dtype: str) -> str:
     tensor = torch.ones(12, dtype=torch_dtype)
 
     def all_gather(t):
-        return lambda: dist.all_gather([torch.empty_like(t) for _ in range(world_size)], t)
+        return lambda: dist.all_gather([torch.empty_like(t) for _ in range(world_size)], t,
+                                       group=group)
 
     def gather(t, dst):
-        return lambda: dist.gather(t, [torch.empty_like(t) for _ in range(world_size)], dst=dst)
+        return lambda: dist.gather(t, [torch.empty_like(t) for _ in range(world_size)],
+                                   group_dst=dst, group=group)
+
+    def all_reduce(t, op=dist.ReduceOp.SUM):
+        return lambda: dist.all_reduce(t, op=op, group=group)
+
+    def broadcast(root):
+        return lambda: dist.broadcast(tensor, group_src=root, group=group)
 
     calls = {
-        "all_reduce|broadcast": (lambda: dist.all_reduce(tensor), lambda: dist.broadcast(tensor, 0)),
-        "all_gather|barrier": (all_gather(tensor), lambda: dist.barrier()),
-        "all_reduce dtype": (lambda: dist.all_reduce(tensor),
-                             lambda: dist.all_reduce(torch.ones(12, dtype=torch.int32))),
+        "all_reduce|broadcast": (all_reduce(tensor), broadcast(0)),
+        "all_gather|barrier": (all_gather(tensor), lambda: dist.barrier(group=group)),
+        "all_reduce dtype": (all_reduce(tensor), all_reduce(torch.ones(12, dtype=torch.int32))),
         "all_gather dtype": (all_gather(tensor), all_gather(torch.ones(12, dtype=torch.int32))),
-        "all_reduce count": (lambda: dist.all_reduce(tensor), lambda: dist.all_reduce(tensor[:8])),
+        "all_reduce count": (all_reduce(tensor), all_reduce(tensor[:8])),
         "all_gather count": (all_gather(tensor), all_gather(tensor[:8])),
-        "broadcast root": (lambda: dist.broadcast(tensor, 0), lambda: dist.broadcast(tensor, 1)),
+        "broadcast root": (broadcast(0), broadcast(1)),
         "gather root": (gather(tensor, 0), gather(tensor, 1)),
-        "all_reduce op": (lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM),
-                          lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX)),
-        "reduce op": (lambda: dist.reduce(tensor, 0, op=dist.ReduceOp.SUM),
-                      lambda: dist.reduce(tensor, 0, op=dist.ReduceOp.MAX)),
+        "all_reduce op": (all_reduce(tensor), all_reduce(tensor, dist.ReduceOp.MAX)),
+        "reduce op": (lambda: dist.reduce(tensor, group_dst=0, group=group),
+                      lambda: dist.reduce(tensor, group_dst=0, op=dist.ReduceOp.MAX,
+                                          group=group)),
     }
+    start = time.monotonic()
     try:
-        calls[way][rank]()
+        calls[way][1 if rank == 1 else 0]()
     except Exception as error:  # noqa: BLE001
-        return f"raised {type(error).__name__}: {error}"
-    return "returned"
+        return f"raised {type(error).__name__}: {error}", time.monotonic() - start
+    return "returned", time.monotonic() - start
 
 
 # The collectives the timeout test may call alone on rank 0, by c10d method, in order of choice.
 LATE_CALLS = ("allreduce", "barrier", "_allgather_base", "allgather", "broadcast")
 
 
-def join_late(rank: int, world_size: int, op: str) -> tuple[str, float]:
-    """Rank 0 calls `op` (one of LATE_CALLS); rank 1 never does. What rank 0 saw, and after
-    how long."""
+def join_late(rank: int, world_size: int, op: str, group=None) -> tuple[str, float]:
+    """Rank 0 calls `op` (one of LATE_CALLS) on `group` (else the default group); no other rank
+    does. What rank 0 saw, and after how long."""
     import torch
     import torch.distributed as dist
 
     if rank != 0:
         return "did not call", 0.0
     calls = {
-        "allreduce": lambda: dist.all_reduce(torch.ones(4), async_op=True),
-        "barrier": lambda: dist.barrier(async_op=True),
+        "allreduce": lambda: dist.all_reduce(torch.ones(4), async_op=True, group=group),
+        "barrier": lambda: dist.barrier(async_op=True, group=group),
         "_allgather_base": lambda: dist.all_gather_into_tensor(
-            torch.ones(8), torch.ones(4), async_op=True),
+            torch.ones(4 * world_size), torch.ones(4), async_op=True, group=group),
         "allgather": lambda: dist.all_gather(
-            [torch.ones(4) for _ in range(world_size)], torch.ones(4), async_op=True),
-        "broadcast": lambda: dist.broadcast(torch.ones(4), src=0, async_op=True),
+            [torch.ones(4) for _ in range(world_size)], torch.ones(4), async_op=True,
+            group=group),
+        "broadcast": lambda: dist.broadcast(torch.ones(4), group_src=0, async_op=True,
+                                            group=group),
     }
     start = time.monotonic()
     try:
@@ -299,25 +311,46 @@ class _LaunchedRanks:
         )
         self.target, self.rank, self.world_size = target, rank, world_size
         self.store = dist.distributed_c10d._get_default_store()
-        self.broken_by: Case | None = None
+        self.broken_by: Case | str | None = None
+        self.calls = 0  # every rank calls alike, so the count names a call's store keys
 
     def run(self, case: Case):
+        results = self.call(case.world_size, run_case, case, self.target.declaration.promises())
+        if any(verdict == "raised" for verdict, _ in results):
+            self.broken_by = case
+        return results
+
+    def call(self, world_size: int, function, *args, group_timeout: float | None = None,
+             wait: float = GROUP_TIMEOUT + 30):
+        """Runs `function(rank, world_size, *args)` on this rank and returns every rank's result
+        (JSON through the store; a peer may first wait out a collective's timeout, so within
+        `wait` seconds). With `group_timeout` the function runs on a new group of every rank with
+        that timeout (passed as `group=`), destroyed once all ranks returned: a call that may
+        break its group breaks that one only."""
         import json
+
+        import torch.distributed as dist
 
         if self.broken_by is not None:
             # A launched group cannot start afresh: after a case raised, later ones would be
             # out of step. That case has failed already; stop.
             pytest.exit(f"{self.broken_by} raised on a rank and left the launched group out of"
                         " step; stopping", returncode=1)
-        verdict = run_case(self.rank, self.world_size, case, self.target.declaration.promises())
-        keys = [f"conformance/verdict/{case}/{r}" for r in range(self.world_size)]
-        self.store.set(keys[self.rank], json.dumps(verdict))
-        # A peer may first wait out a collective's timeout before it has a verdict to give.
-        self.store.wait(keys, datetime.timedelta(seconds=GROUP_TIMEOUT + 30))
-        results = [tuple(json.loads(self.store.get(key))) for key in keys]
-        if any(verdict == "raised" for verdict, _ in results):
-            self.broken_by = case
-        return results
+        self.calls += 1
+        group = None
+        if group_timeout is not None:
+            group = dist.new_group(timeout=datetime.timedelta(seconds=group_timeout))
+        mine = function(self.rank, world_size, *args, **({"group": group} if group else {}))
+        keys = [f"conformance/result/{self.calls}/{r}" for r in range(self.world_size)]
+        self.store.set(keys[self.rank], json.dumps(mine))
+        self.store.wait(keys, datetime.timedelta(seconds=wait))
+        if group is not None:
+            dist.destroy_process_group(group)
+        return [json.loads(self.store.get(key)) for key in keys]
+
+    def restart(self, world_size: int) -> None:
+        """A failed bad-input test may have left the ranks out of step: later tests stop."""
+        self.broken_by = "a bad-input test"
 
     def close(self):
         import torch.distributed as dist
@@ -379,20 +412,19 @@ class Conformance:
         if way is None:
             needs = " or ".join("+".join(needs) for needs, _ in MISMATCH_WAYS[kind])
             pytest.skip(f"the spec declares no op to call with mismatched {kind} ({needs})")
-        self._needs_spawned_ranks()
         dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
-        pool = self.ranks.pool(2, MISMATCH_GROUP_TIMEOUT)
         try:
-            seen = pool.run(call_mismatched, way, dtype, timeout=MISMATCH_LIMIT)
+            seen = self._on_a_fresh_group(MISMATCH_GROUP_TIMEOUT, MISMATCH_LIMIT,
+                                          call_mismatched, way, dtype)
         except AssertionError as error:
             pytest.fail(f"mismatched {kind} on {self.target.backend}: not detected within"
                         f" {MISMATCH_LIMIT} s: {error}", pytrace=False)
-        finally:
-            pool.close(timeout=5)
-        silent = [rank for rank, what in enumerate(seen) if not what.startswith("raised")]
-        if silent:
+        silent = [rank for rank, (what, _) in enumerate(seen) if not what.startswith("raised")]
+        late = [rank for rank, (_, elapsed) in enumerate(seen) if elapsed > MISMATCH_LIMIT]
+        if silent or late:
             pytest.fail(f"mismatched {kind} on {self.target.backend}: ranks {silent} did not"
-                        f" raise ({seen})", pytrace=False)
+                        f" raise, ranks {late} raised after more than {MISMATCH_LIMIT} s ({seen})",
+                        pytrace=False)
 
     def check_bad_input(self, bad: BadInput) -> None:
         """The bad call raises exactly the check's message on every rank the check applies to;
@@ -400,9 +432,10 @@ class Conformance:
         if self.target.declaration.source != SPEC_SOURCE:
             pytest.skip(f"{self.target.backend} declares its own support"
                         f" ({self.target.declaration.source}), so its own messages")
-        self._needs_spawned_ranks()
         declaration = self.target.declaration
-        case = base_case(bad, declaration)
+        case = base_case(bad, declaration, self.launched_size)
+        if case.world_size < 2:
+            pytest.skip(f"the launcher started {case.world_size} rank; bad inputs need peers")
         results = self.ranks.call(case.world_size, bad_input_then_good_call, bad, declaration)
         problems = []
         for rank, ((verdict, seen, expected), (_, good)) in enumerate(results):
@@ -426,13 +459,8 @@ class Conformance:
         op = next((name for name in LATE_CALLS if name in declared), None)
         if op is None:
             pytest.skip(f"the spec declares none of {', '.join(LATE_CALLS)}")
-        self._needs_spawned_ranks()
         timeout = 3.0
-        pool = self.ranks.pool(2, timeout)
-        try:
-            (seen, elapsed), _ = pool.run(join_late, op, timeout=timeout + 60)
-        finally:
-            pool.close(timeout=5)
+        (seen, elapsed), *_ = self._on_a_fresh_group(timeout, timeout + 60, join_late, op)
         assert seen.startswith("raised"), (
             f"{op} on {self.target.backend} whose peer never joined: {seen} after"
             f" {elapsed:.1f} s, expected it to raise from wait() at the group's timeout ({timeout} s)")
@@ -440,9 +468,19 @@ class Conformance:
             f"{op} on {self.target.backend} raised after {elapsed:.1f} s, before the group's"
             f" timeout ({timeout} s): {seen}")
 
-    def _needs_spawned_ranks(self):
+    def _on_a_fresh_group(self, group_timeout: float, limit: float, function, *args):
+        """Every rank's result of `function(rank, world_size, *args)` on a group of two ranks
+        (the suite's own) or of every launched rank, made for it with `group_timeout`, so that a
+        call that breaks its group breaks that one only; an AssertionError after `limit`
+        seconds."""
         if self.launched_size is not None:
-            pytest.skip("needs ranks the suite starts itself (it breaks their group)")
+            return self.ranks.call(self.launched_size, function, *args,
+                                   group_timeout=group_timeout, wait=limit)
+        pool = self.ranks.pool(2, group_timeout)
+        try:
+            return pool.run(function, *args, timeout=limit)
+        finally:
+            pool.close(timeout=5)
 
     def close(self):
         self.ranks.close()

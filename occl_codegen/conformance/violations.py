@@ -78,8 +78,9 @@ class BadInput:
         return f"{self.op}-{self.index}-{self.check}-{re.sub(r'[^A-Za-z0-9_]+', '_', self.on)}"
 
 
-def base_case(bad: BadInput, declaration: Declaration) -> Case:
-    """The good call a bad input is made from: two ranks, the backend object, contiguous."""
+def base_case(bad: BadInput, declaration: Declaration, world_size: int | None = None) -> Case:
+    """The good call a bad input is made from: two ranks (or `world_size`: a launcher's), the
+    backend object, contiguous."""
     semantics = SEMANTICS[bad.semantics]
     dtypes = [d for d in semantics.case_dtypes(
         declaration.dtypes, declaration.reduce_dtypes, declaration.reduce_op_dtypes) if d]
@@ -90,7 +91,7 @@ def base_case(bad: BadInput, declaration: Declaration) -> Case:
         dtypes = [d for d in dtypes if d in declaration.reduce_op_dtypes(reduce_op)]
     return Case(
         ops=(bad.op,), method=bad.method, semantics=bad.semantics,
-        world_size=max(2, semantics.min_world_size), api="backend",
+        world_size=world_size or max(2, semantics.min_world_size), api="backend",
         async_op=not takes_async(semantics), layout="contiguous",
         dtype=("float32" if "float32" in dtypes else dtypes[0]) if dtypes else None,
         reduce_op=reduce_op, root=0 if semantics.rooted else None,
@@ -107,7 +108,7 @@ def call_bad_input(rank: int, world_size: int, bad: BadInput,
 
     from .reference import REFERENCES
 
-    case = base_case(bad, declaration)
+    case = base_case(bad, declaration, world_size)
     backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
     args = dict(zip((name for name, _ in bad.args),
                     REFERENCES[bad.semantics].call_args(case, rank, bad.method)))

@@ -9,8 +9,7 @@
 namespace occl::kit {
 namespace {
 
-// A busy engine yields between passes; after this many passes with nothing finished it sleeps,
-// longer and longer up to kLongestSleepUs: a slow request costs little, a quick one is seen soon.
+// Passes a Backoff yields for before it sleeps, and its longest sleep.
 constexpr int kPassesBeforeSleep = 64;
 constexpr int64_t kLongestSleepUs = 1000;
 
@@ -32,6 +31,25 @@ void fail_all(Requests& requests) {
 }
 
 }  // namespace
+
+void Backoff::pause() {
+  ++idle_passes_;
+  if (idle_passes_ < kPassesBeforeSleep) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        std::min<int64_t>(kLongestSleepUs, 10 * (idle_passes_ - kPassesBeforeSleep + 1))));
+  }
+}
+
+bool poll_until(std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done) {
+  Backoff backoff;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    backoff.pause();
+  }
+  return true;
+}
 
 CompletionEngine::~CompletionEngine() { abort(); }
 
@@ -69,7 +87,7 @@ void CompletionEngine::abort() {
 }
 
 void CompletionEngine::loop(std::shared_ptr<State> state) {
-  int idle_passes = 0;
+  Backoff backoff;
   std::unique_lock<std::mutex> lock(state->mutex);
   state->thread = std::this_thread::get_id();
   while (true) {
@@ -118,14 +136,9 @@ void CompletionEngine::loop(std::shared_ptr<State> state) {
     // Requests that came meanwhile go after those still pending: tested in arrival order.
     for (auto& request : state->pending) still.push_back(std::move(request));
     state->pending.swap(still);
-    idle_passes = progressed ? 0 : idle_passes + 1;
     lock.unlock();
-    if (idle_passes < kPassesBeforeSleep) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(
-          std::min<int64_t>(kLongestSleepUs, 10 * (idle_passes - kPassesBeforeSleep + 1))));
-    }
+    if (progressed) backoff.progressed();
+    backoff.pause();
     lock.lock();
   }
 }

@@ -16,6 +16,23 @@
 
 namespace occl::kit {
 
+// How a poller waits between tests of requests that have not finished: it yields at first, then
+// sleeps a little longer each time nothing finished, up to 1 ms; a slow request costs little, a
+// quick one is seen soon.
+class Backoff {
+ public:
+  void progressed() { idle_passes_ = 0; }
+  void pause();  // after a pass in which nothing finished
+
+ private:
+  int idle_passes_ = 0;
+};
+
+// For an op that runs on the caller's or the worker's thread (a queued op) over a library's
+// request: tests `done` with a Backoff between tests until it returns true (then true) or
+// `deadline` passes (then false, and the request is the caller's to abandon).
+bool poll_until(std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done);
+
 // Whether a request has finished; `source_rank` for a receive from any source (else -1).
 struct Poll {
   bool done = false;

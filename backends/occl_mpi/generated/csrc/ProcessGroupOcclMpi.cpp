@@ -1,0 +1,454 @@
+// generated — do not edit. Source: spec/occl_mpi.yaml; regenerate with `python -m occl_codegen --spec spec/occl_mpi.yaml --out generated` in the folder holding spec/ and generated/.
+#include "ProcessGroupOcclMpi.hpp"
+
+#include "occl_mpi_checks.hpp"
+
+namespace occl_mpi {
+
+ProcessGroupOcclMpi::Options::Options() : c10d::Backend::Options("occl_mpi") {}
+
+ProcessGroupOcclMpi::ProcessGroupOcclMpi(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+    int size, c10::intrusive_ptr<Options> options)
+    : c10d::Backend(rank, size), options_(std::move(options)) {
+  runtime_ = ::occl_mpi::runtime::connect(store, rank, size, {options_->timeout,
+      options_->group_name, options_->global_ranks_in_group});
+  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_,
+      ::occl::kit::GroupInfo{"occl_mpi", options_->group_name, rank, size,
+                            options_->global_ranks_in_group, options_->timeout},
+      /*agree=*/true);
+}
+
+ProcessGroupOcclMpi::~ProcessGroupOcclMpi() = default;
+
+const std::string ProcessGroupOcclMpi::getBackendName() const { return "occl_mpi"; }
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupOcclMpi::getBackendOptions() {
+  return options_;
+}
+
+bool ProcessGroupOcclMpi::supportsCoalescing() const { return false; }
+
+void ProcessGroupOcclMpi::shutdown() { engine_->shutdown(); }
+
+void ProcessGroupOcclMpi::abort() { engine_->abort(); }
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.broadcast", "occl_mpi:broadcast",
+                                          c10d::OpType::BROADCAST};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  OCCL_MPI_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_MPI_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .root = opts.rootRank},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.allreduce", "occl_mpi:allreduce",
+                                          c10d::OpType::ALLREDUCE};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.allgather", "occl_mpi:allgather",
+                                          c10d::OpType::ALLGATHER};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
+    }
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel()},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_allgather_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::AllgatherOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi._allgather_base", "occl_mpi:_allgather_base",
+                                          c10d::OpType::_ALLGATHER_BASE};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_DENSE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_MPI_CHECK_DENSE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .count = input_tensor.numel()},
+      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce_scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ReduceScatterOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.reduce_scatter", "occl_mpi:reduce_scatter",
+                                          c10d::OpType::REDUCE_SCATTER};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (opts.reduceOp));
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_reduce_scatter_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi._reduce_scatter_base", "occl_mpi:_reduce_scatter_base",
+                                          c10d::OpType::_REDUCE_SCATTER_BASE};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_DENSE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_DENSE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
+  OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
+  OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, "output_tensor", (output_tensor), (opts.reduceOp));
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensor), .count = output_tensor.numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
+      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::barrier(const c10d::BarrierOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.barrier", "occl_mpi:barrier",
+                                          c10d::OpType::BARRIER};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{},
+      ::occl::kit::Signature{},
+      [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.reduce", "occl_mpi:reduce",
+                                          c10d::OpType::REDUCE};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  OCCL_MPI_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_MPI_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .root = opts.rootRank, .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
+      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::gather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.gather", "occl_mpi:gather",
+                                          c10d::OpType::GATHER};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  if (rank == opts.rootRank) {
+    OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
+  }
+  if (rank != opts.rootRank) {
+    OCCL_MPI_CHECK_NO_ENTRIES(kOp.label, "output_tensors", (output_tensors));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
+    }
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel(), .root = opts.rootRank},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.scatter", "occl_mpi:scatter",
+                                          c10d::OpType::SCATTER};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "output_tensors", (output_tensors));
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  if (rank == opts.rootRank) {
+    OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "input_tensors", (input_tensors));
+  }
+  if (rank != opts.rootRank) {
+    OCCL_MPI_CHECK_NO_ENTRIES(kOp.label, "input_tensors", (input_tensors));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_LIST_LENGTH_IS_WORLD_SIZE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]));
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
+    }
+  }
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .root = opts.rootRank},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::alltoall_base(at::Tensor& output_tensor, at::Tensor& input_tensor, std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.alltoall_base", "occl_mpi:alltoall_base",
+                                          c10d::OpType::ALLTOALL_BASE};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_DENSE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_DENSE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
+  OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
+  OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_MPI_CHECK_SPLIT_SIZES(kOp.label, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
+  OCCL_MPI_CHECK_SPLIT_SIZES(kOp.label, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
+  OCCL_MPI_CHECK_EQUAL_VALUES(kOp.label, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .bytes_to = bytes_per_slice(input_split_sizes, input_tensor, world_size), .bytes_from = bytes_per_slice(output_split_sizes, output_tensor, world_size)},
+      [runtime = runtime_.get(), output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::alltoall(std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.alltoall", "occl_mpi:alltoall",
+                                          c10d::OpType::ALLTOALL};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_ENTRY_PER_RANK(kOp.label, "output_tensors", (output_tensors));
+  OCCL_MPI_CHECK_ENTRY_PER_RANK(kOp.label, "input_tensors", (input_tensors));
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+  }
+  OCCL_MPI_CHECK_EQUAL_VALUES(kOp.label, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .bytes_to = bytes_per_tensor(input_tensors), .bytes_from = bytes_per_tensor(output_tensors)},
+      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->alltoall(ctx, output_tensors, input_tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.send", "occl_mpi:send",
+                                          c10d::OpType::SEND};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  OCCL_MPI_CHECK_PEER_RANK(kOp.label, "dst_rank", (dst_rank));
+  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+      [runtime = runtime_.get(), tensors, dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.recv", "occl_mpi:recv",
+                                          c10d::OpType::RECV};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  OCCL_MPI_CHECK_PEER_RANK(kOp.label, "src_rank", (src_rank));
+  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+      [runtime = runtime_.get(), tensors, src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.recvAnysource", "occl_mpi:recvAnysource",
+                                          c10d::OpType::RECVANYSOURCE};
+  [[maybe_unused]] const int world_size = getSize();
+  [[maybe_unused]] const int rank = getRank();
+  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
+  }
+  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+      [runtime = runtime_.get(), tensors, tag](::occl::kit::OpContext& ctx) { runtime->recv_anysource(ctx, tensors, tag); });
+}
+
+}  // namespace occl_mpi

@@ -1,0 +1,98 @@
+// generated — do not edit. Source: spec/occl_mpi.yaml; regenerate with `python -m occl_codegen --spec spec/occl_mpi.yaml --out generated` in the folder holding spec/ and generated/.
+//
+// The Python module occl_mpi._C: the backend class (a subclass of torch's
+// c10d Backend, held by c10::intrusive_ptr as torch requires) and its Options.
+#include <torch/csrc/utils/pybind.h>
+
+#include "ProcessGroupOcclMpi.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, module) {
+  // The base classes are torch's; importing their module registers them with pybind11.
+  py::module_::import("torch._C._distributed_c10d");
+
+  module.attr("BACKEND_NAME") = "occl_mpi";
+  module.attr("DEVICES") = py::make_tuple("cpu");
+  module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "reduce", "gather", "scatter", "alltoall_base", "alltoall", "send", "recv", "recvAnysource");
+
+  using Backend = occl_mpi::ProcessGroupOcclMpi;
+  auto backend = py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(
+      module, "ProcessGroupOcclMpi");
+
+  py::class_<Backend::Options, c10d::Backend::Options, c10::intrusive_ptr<Backend::Options>>(
+      backend, "Options")
+      .def(py::init([] { return c10::make_intrusive<Backend::Options>(); }))
+      ;
+
+  backend.def(
+      py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                  const c10::intrusive_ptr<Backend::Options>& options) {
+        return c10::make_intrusive<Backend>(store, rank, size, options);
+      }),
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
+      py::call_guard<py::gil_scoped_release>());
+
+  // torch's Backend binding lacks some ops (the *_coalesced ones); bind those, so every op of the
+  // spec can be called from Python.
+  if (!py::hasattr(backend, "broadcast")) {
+    backend.def("broadcast", &Backend::broadcast,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allreduce")) {
+    backend.def("allreduce", &Backend::allreduce,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "allgather")) {
+    backend.def("allgather", &Backend::allgather,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "_allgather_base")) {
+    backend.def("_allgather_base", &Backend::_allgather_base,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "reduce_scatter")) {
+    backend.def("reduce_scatter", &Backend::reduce_scatter,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "_reduce_scatter_base")) {
+    backend.def("_reduce_scatter_base", &Backend::_reduce_scatter_base,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "barrier")) {
+    backend.def("barrier", &Backend::barrier,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "reduce")) {
+    backend.def("reduce", &Backend::reduce,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "gather")) {
+    backend.def("gather", &Backend::gather,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "scatter")) {
+    backend.def("scatter", &Backend::scatter,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "alltoall_base")) {
+    backend.def("alltoall_base", &Backend::alltoall_base,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "alltoall")) {
+    backend.def("alltoall", &Backend::alltoall,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "send")) {
+    backend.def("send", &Backend::send,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "recv")) {
+    backend.def("recv", &Backend::recv,
+                py::call_guard<py::gil_scoped_release>());
+  }
+  if (!py::hasattr(backend, "recv_anysource")) {
+    backend.def("recv_anysource", &Backend::recvAnysource,
+                py::call_guard<py::gil_scoped_release>());
+  }
+}
