@@ -69,6 +69,16 @@ void OpContext::complete_when(CompletionEngine::TestFn test) const {
   completions->watch(std::move(test), deadline, done);
 }
 
+void OpContext::wait_until(const std::function<bool()>& done, const std::string& what) const {
+  const bool completed = poll_until(deadline, [&] {
+    if (aborted != nullptr && aborted->load()) {
+      throw LinkError(LinkError::Kind::Aborted, "the communicator was aborted");
+    }
+    return done();
+  });
+  if (!completed) throw LinkError(LinkError::Kind::Timeout, what);
+}
+
 void Runtime::exchange_signatures(OpContext& ctx, const void*, void*, size_t) {
   TORCH_CHECK(false, ctx.label, ": the spec turns agreement on, but the runtime does not ",
               "override exchange_signatures()");
@@ -130,7 +140,7 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
     return;
   }
   OpContext ctx{group_.rank, group_.size, op.label, sequence, Clock::now() + timeout, nullptr,
-                nullptr};
+                nullptr, &aborted_};
   try {
     if (agree_) {
       signature.op = op_name(op.label);
@@ -170,7 +180,7 @@ c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::millisecond
               source);
   };
   OpContext ctx{group_.rank, group_.size, op.label, sequence, Clock::now() + timeout, done,
-                &completions_};
+                &completions_, &aborted_};
   try {
     run(ctx);
   } catch (...) {
@@ -204,6 +214,7 @@ void Engine::shutdown() {
 void Engine::abort() {
   // Also after shutdown: point-to-point ops may still be in flight. No lock is held across the
   // runtime's hooks, which may complete ops (and so run user callbacks) at once.
+  aborted_ = true;
   runtime_.abort();
   completions_.abort();
   shutdown();

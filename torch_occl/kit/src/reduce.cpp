@@ -1,5 +1,6 @@
 #include "occl_kit/reduce.hpp"
 
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 namespace occl::kit {
@@ -31,6 +32,22 @@ ReduceSteps reduce_steps(const c10d::ReduceOp& op, at::ScalarType dtype) {
 
 at::ScalarType accumulation_dtype(at::ScalarType dtype) {
   return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+}
+
+Reduction::Reduction(const c10d::ReduceOp& op, const at::Tensor& input, int64_t result_numel)
+    : steps(reduce_steps(op, input.scalar_type())),
+      buffer(input.to(accumulation_dtype(input.scalar_type())).contiguous()) {
+  if (steps.premultiply) buffer = buffer.mul(*steps.premultiply);
+  result = result_numel < 0 ? buffer : at::empty({result_numel}, buffer.options());
+}
+
+void Reduction::finish(const at::Tensor& output, int world_size) const {
+  at::Tensor reduced = result;
+  if (steps.average) {
+    reduced = reduced.is_floating_point() ? reduced.div(world_size)
+                                          : reduced.div(world_size, "trunc");
+  }
+  if (!reduced.is_same(output)) output.copy_(reduced.view(output.sizes()));
 }
 
 }  // namespace occl::kit

@@ -361,40 +361,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::alltoall_base(at::Tensor& ou
       [runtime = runtime_.get(), output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::alltoall(std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts) {
-  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.alltoall", "occl_mpi:alltoall",
-                                          c10d::OpType::ALLTOALL};
-  [[maybe_unused]] const int world_size = getSize();
-  [[maybe_unused]] const int rank = getRank();
-  OCCL_MPI_CHECK_ENTRY_PER_RANK(kOp.label, "output_tensors", (output_tensors));
-  OCCL_MPI_CHECK_ENTRY_PER_RANK(kOp.label, "input_tensors", (input_tensors));
-  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
-  }
-  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
-  }
-  OCCL_MPI_CHECK_EQUAL_VALUES(kOp.label, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
-      ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .bytes_to = bytes_per_tensor(input_tensors), .bytes_from = bytes_per_tensor(output_tensors)},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->alltoall(ctx, output_tensors, input_tensors, opts); });
-}
-
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.send", "occl_mpi:send",
                                           c10d::OpType::SEND};
@@ -430,25 +396,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::recv(std::vector<at::Tensor>
   OCCL_MPI_CHECK_PEER_RANK(kOp.label, "src_rank", (src_rank));
   return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
       [runtime = runtime_.get(), tensors, src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); });
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.recvAnysource", "occl_mpi:recvAnysource",
-                                          c10d::OpType::RECVANYSOURCE};
-  [[maybe_unused]] const int world_size = getSize();
-  [[maybe_unused]] const int rank = getRank();
-  OCCL_MPI_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
-  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_DENSE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
-  }
-  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
-    OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
-  }
-  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
-      [runtime = runtime_.get(), tensors, tag](::occl::kit::OpContext& ctx) { runtime->recv_anysource(ctx, tensors, tag); });
 }
 
 }  // namespace occl_mpi

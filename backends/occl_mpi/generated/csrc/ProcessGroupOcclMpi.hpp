@@ -66,17 +66,11 @@ class ProcessGroupOcclMpi : public c10d::Backend {
   // Rank r sends slice j of its input (along dim 0) to rank j and receives slice r of every rank's input; splits may be uneven.
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output_tensor, at::Tensor& input_tensor, std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) override;
 
-  // Rank r sends input_tensors[j] to rank j and receives rank j's input_tensors[r] into output_tensors[j]; sizes may differ per peer.
-  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts) override;
-
   // Sends the tensor to dst_rank; a recv on dst_rank with the same tag receives it.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
 
   // Receives the tensor src_rank sends with the same tag; messages of one sender and tag arrive in order.
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
-
-  // Receives the first tensor any rank sends with the tag; the Work reports the sender's rank.
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
   c10::intrusive_ptr<Options> options_;

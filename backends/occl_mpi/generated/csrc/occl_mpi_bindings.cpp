@@ -14,7 +14,7 @@ PYBIND11_MODULE(_C, module) {
 
   module.attr("BACKEND_NAME") = "occl_mpi";
   module.attr("DEVICES") = py::make_tuple("cpu");
-  module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "reduce", "gather", "scatter", "alltoall_base", "alltoall", "send", "recv", "recvAnysource");
+  module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "reduce", "gather", "scatter", "alltoall_base", "send", "recv");
 
   using Backend = occl_mpi::ProcessGroupOcclMpi;
   auto backend = py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(
@@ -79,20 +79,12 @@ PYBIND11_MODULE(_C, module) {
     backend.def("alltoall_base", &Backend::alltoall_base,
                 py::call_guard<py::gil_scoped_release>());
   }
-  if (!py::hasattr(backend, "alltoall")) {
-    backend.def("alltoall", &Backend::alltoall,
-                py::call_guard<py::gil_scoped_release>());
-  }
   if (!py::hasattr(backend, "send")) {
     backend.def("send", &Backend::send,
                 py::call_guard<py::gil_scoped_release>());
   }
   if (!py::hasattr(backend, "recv")) {
     backend.def("recv", &Backend::recv,
-                py::call_guard<py::gil_scoped_release>());
-  }
-  if (!py::hasattr(backend, "recv_anysource")) {
-    backend.def("recv_anysource", &Backend::recvAnysource,
                 py::call_guard<py::gil_scoped_release>());
   }
 }

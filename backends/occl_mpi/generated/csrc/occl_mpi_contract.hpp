@@ -54,14 +54,10 @@ class Runtime : public ::occl::kit::Runtime {
   virtual void scatter(::occl::kit::OpContext& ctx, const std::vector<at::Tensor>& output_tensors, const std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) = 0;
   // alltoall_base: Rank r sends slice j of its input (along dim 0) to rank j and receives slice r of every rank's input; splits may be uneven.
   virtual void alltoall_base(::occl::kit::OpContext& ctx, const at::Tensor& output_tensor, const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes, const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) = 0;
-  // alltoall: Rank r sends input_tensors[j] to rank j and receives rank j's input_tensors[r] into output_tensors[j]; sizes may differ per peer.
-  virtual void alltoall(::occl::kit::OpContext& ctx, const std::vector<at::Tensor>& output_tensors, const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts) = 0;
   // send: Sends the tensor to dst_rank; a recv on dst_rank with the same tag receives it.
   virtual void send(::occl::kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int dst_rank, int tag) = 0;
   // recv: Receives the tensor src_rank sends with the same tag; messages of one sender and tag arrive in order.
   virtual void recv(::occl::kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank, int tag) = 0;
-  // recvAnysource: Receives the first tensor any rank sends with the tag; the Work reports the sender's rank.
-  virtual void recv_anysource(::occl::kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int tag) = 0;
 };
 
 // Connects to every other rank of the group through `store` before it returns.

@@ -28,9 +28,8 @@ class Backoff {
   int idle_passes_ = 0;
 };
 
-// For an op that runs on the caller's or the worker's thread (a queued op) over a library's
-// request: tests `done` with a Backoff between tests until it returns true (then true) or
-// `deadline` passes (then false, and the request is the caller's to abandon).
+// Tests `done` with a Backoff between tests until it returns true (then true) or `deadline`
+// passes (then false). Queued ops call it through OpContext::wait_until.
 bool poll_until(std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done);
 
 // Whether a request has finished; `source_rank` for a receive from any source (else -1).

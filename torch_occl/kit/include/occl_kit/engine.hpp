@@ -55,8 +55,13 @@ struct OpContext {
   DoneFn done;
   // Posted ops only: completes the op when `test` says its request is done (see completion.hpp).
   void complete_when(CompletionEngine::TestFn test) const;
+  // Queued ops over a library's request: returns once `done` returns true, testing it as the
+  // completion engine does; throws LinkError(Timeout, what) at the deadline and
+  // LinkError(Aborted) once the group is aborted. A request left in flight is the caller's.
+  void wait_until(const std::function<bool()>& done, const std::string& what) const;
 
   CompletionEngine* completions = nullptr;
+  const std::atomic<bool>* aborted = nullptr;
 };
 
 // What the engine needs of a runtime beyond its ops. The generated contract header declares the
@@ -151,6 +156,7 @@ class Engine {
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<Work>> coalesced_;
   std::atomic<bool> closed_{false};  // runtime_.close() was called (shutdown may come twice)
+  std::atomic<bool> aborted_{false};  // abort() was called: OpContext::wait_until stops
   CompletionEngine completions_;
   Executor executor_;  // last: destroyed (stopped) first
 };

@@ -3,6 +3,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace occl::kit {
 
 // `user` itself when contiguous, else a contiguous copy; `commit()` writes a copy back.
@@ -20,5 +22,12 @@ class Staged {
   at::Tensor user_;
   at::Tensor buffer_;
 };
+
+// Every tensor's elements, in order, one tensor after another, in one new contiguous tensor (a
+// list-form op's tensors as one buffer).
+at::Tensor joined(const std::vector<at::Tensor>& tensors);
+// The reverse: consecutive pieces of contiguous `buffer` written into `outputs` (any layout),
+// each as many elements as it has.
+void unpack(const at::Tensor& buffer, const std::vector<at::Tensor>& outputs);
 
 }  // namespace occl::kit
