@@ -1,6 +1,7 @@
 """Train a small regression model with DistributedDataParallel over occl.
 
     torchrun --nproc-per-node 2 examples/ddp_train.py [--backend occl] [--steps 50] [--out result.json]
+    mpirun -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 python examples/ddp_train.py --backend occl_mpi
 
 Each rank trains on its own shard of a synthetic data set; DDP averages the gradients with
 occl's allreduce (and broadcasts the initial parameters). Rank 0 prints the loss as it goes;
@@ -26,7 +27,9 @@ def main() -> None:
     parser.add_argument("--out", help="write rank 0's final parameters and losses (JSON)")
     args = parser.parse_args()
 
-    dist.init_process_group(args.backend)  # torchrun's environment: env://
+    if args.backend == "occl_mpi":
+        import occl_mpi  # noqa: F401  registers "occl_mpi"; torch's ranks become mpirun's
+    dist.init_process_group(args.backend)  # torchrun's (or mpirun's) environment: env://
     rank, world_size = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds everything, checks generated/ against the spec, then runs the whole test suite: once on
+# Builds everything, checks generated/ against the spec (occl's and occl_mpi's), then runs the
+# whole test suite (occl_mpi's generated suite under mpirun among it): once on
 # the default transport (shared memory between the test's ranks), and the generated conformance
 # suite with the other multi-process collective tests once more over TCP only. With arguments: one pytest run with them.
 # tests/test_stopped_ranks.py is not in the TCP pass: over TCP, whether a timed-out rank names the
@@ -9,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 python -m occl_codegen --check
+(cd backends/occl_mpi && python -m occl_codegen --spec spec/occl_mpi.yaml --out generated --check)
 if [ $# -gt 0 ]; then
   exec python -m pytest "$@"
 fi
