@@ -45,24 +45,30 @@ BROKEN_CHECKS = [
 ]
 
 
-def run_suite(backend: str, selection: str) -> subprocess.CompletedProcess:
+TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+
+def run_suite(backend: str, selection: str, launcher: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """The generated suite on `backend`, only the tests -k `selection` selects, up to the first
-    failure."""
+    failure; its ranks started by the suite, or by `launcher` (python's arguments before -m
+    pytest)."""
     env = dict(os.environ)
     env.update(
         CONFORMANCE_BACKEND=backend,
         CONFORMANCE_PACKAGES="torch_occl,broken_backends",
         PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests" / "broken_backends")]),
+        OMP_NUM_THREADS="1",
     )
     return subprocess.run(
-        [sys.executable, "-m", "pytest", SUITE, "-x", "-q", "-p", "no:cacheprovider",
+        [sys.executable, *launcher, "-m", "pytest", SUITE, "-x", "-q", "-p", "no:cacheprovider",
          "-k", selection],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
-def assert_fails(backend: str, selection: str, failure: str, test: str) -> None:
-    result = run_suite(backend, selection)
+def assert_fails(backend: str, selection: str, failure: str, test: str,
+                 launcher: tuple[str, ...] = ()) -> None:
+    result = run_suite(backend, selection, launcher)
     output = result.stdout + result.stderr
     assert result.returncode == 1, f"the suite did not fail {backend}:\n{output[-3000:]}"
     assert re.search(failure, output), f"{backend}'s failure does not say {failure!r}:\n{output[-3000:]}"
@@ -80,12 +86,18 @@ def test_the_bad_input_tests_fail_a_backend_that_checks_otherwise(backend, selec
     assert_fails(backend, f"{test} and {selection}", failure, test)
 
 
+def test_under_a_launcher_the_bad_input_tests_fail_a_backend_that_checks_otherwise():
+    """Launched ranks run the bad-input tests too (a bad call breaks no group), and fail alike."""
+    backend, selection, failure = BROKEN_CHECKS[0]
+    test = "test_bad_input_raises_its_message_and_the_group_still_works"
+    assert_fails(backend, f"{test} and {selection}", failure, test, launcher=tuple(TORCHRUN))
+
+
 def test_the_suite_runs_under_torchrun():
     """Under a launcher, each launched process is one rank and runs the cases of its world size."""
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "pytest", SUITE, "-q", "-rs", "-p", "no:cacheprovider",
+        [sys.executable, *TORCHRUN, "-m", "pytest", SUITE, "-q", "-rs", "-p", "no:cacheprovider",
          "-k", "test_case and (allreduce-ws or send+recv-ws)"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
