@@ -17,7 +17,10 @@ By default the suite starts its ranks itself: one pool of processes per world si
 a FileStore. Under a launcher that sets the ranks in the environment (torchrun: RANK and
 WORLD_SIZE; Open MPI's mpirun: OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE, with MASTER_ADDR
 and MASTER_PORT given) every launched process runs pytest, joins one group of the launcher's
-size, runs the cases of that size, and learns every rank's verdict through the store.
+size, runs the cases of that size, and learns every rank's verdict through the store. The
+bad-input tests run on that group (a bad call breaks nothing); the mismatch and timeout tests on
+a group of every launched rank made for each of them, since a backend that fails them may leave
+its group broken.
 """
 
 from __future__ import annotations
