@@ -129,6 +129,14 @@ def test_groups_of_global_ranks_reduce_among_themselves():
     assert seen == [expected[rank] for rank in range(3)]
 
 
+def test_a_member_that_never_creates_the_group_is_named_at_its_timeout():
+    result, seen = scenario("member_missing", ranks=3)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert seen == [
+        f"occl_mpi: cannot create group 1 (rank {rank} of 3; global ranks 0 1 2): rank(s) 2 did"
+        " not join within 2000 ms" for rank in range(2)] + [None]
+
+
 def test_ranks_must_be_mpiruns():
     result, seen = scenario("swapped_ranks")
     for rank in range(2):

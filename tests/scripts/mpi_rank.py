@@ -145,6 +145,16 @@ def receive_timeout() -> None:
     dist.destroy_process_group()
 
 
+def member_missing() -> None:
+    """Ranks 0 and 1 create a group of all three ranks, which rank 2 never creates: they raise
+    at the group's timeout, naming it, instead of waiting in MPI for it."""
+    dist = init()
+    error = None
+    if dist.get_rank() < 2:
+        error = raised(lambda: dist.new_group([0, 1, 2], timeout=datetime.timedelta(seconds=2)))
+    report(error)
+
+
 def aborted() -> None:
     """Rank 0's collective waits for rank 1, which never calls it; aborting the group fails it
     at once, long before its timeout."""
@@ -171,6 +181,7 @@ SCENARIOS = {
     "collective_timeout_peer_hangs": lambda: collective_timeout("hangs"),
     "receive_timeout": receive_timeout,
     "aborted": aborted,
+    "member_missing": member_missing,
 }
 
 if __name__ == "__main__":
