@@ -343,7 +343,8 @@ class _LaunchedRanks:
         group = None
         if group_timeout is not None:
             group = dist.new_group(timeout=datetime.timedelta(seconds=group_timeout))
-        mine = function(self.rank, world_size, *args, **({"group": group} if group else {}))
+        mine = function(self.rank, world_size, *args,
+                        **({"group": group} if group is not None else {}))
         keys = [f"conformance/result/{self.calls}/{r}" for r in range(self.world_size)]
         self.store.set(keys[self.rank], json.dumps(mine))
         self.store.wait(keys, datetime.timedelta(seconds=wait))

@@ -30,9 +30,9 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace occl_mpi::runtime {
@@ -163,7 +163,7 @@ std::shared_ptr<kit::Request> start(const char* call, Tensors tensors, bool rece
 // ends the wait, and the request is abandoned).
 void run(kit::OpContext& ctx, const char* call, Tensors tensors,
          const std::function<int(MPI_Request*)>& post) {
-  auto request = start(call, std::move(tensors), /*cancellable=*/false, post);
+  auto request = start(call, std::move(tensors), /*receive=*/false, post);
   ctx.wait_until([&] { return request->test().done; },
                  std::string(call) + " did not complete: a rank did not call this op,"
                  " or is still in an earlier one");
@@ -186,8 +186,8 @@ void run_posted(kit::OpContext& ctx, const at::Tensor& tensor, const char* call,
 
 // Per-rank byte counts (row 0) and displacements (row 1) for MPI_Ialltoallv, in a tensor that
 // stays with the request: MPI reads them until it completes.
-at::Tensor byte_layout(const std::vector<int64_t>& bytes) {
-  auto counts = at::tensor(bytes, at::kLong);
+at::Tensor byte_layout(const std::vector<int64_t>& per_rank) {
+  auto counts = at::tensor(per_rank, at::kLong);
   auto layout = at::stack({counts, counts.cumsum(0) - counts});
   as_count(layout.max().item<int64_t>());
   return layout.to(at::kInt);
