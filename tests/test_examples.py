@@ -16,9 +16,14 @@ from dist_harness import occl_only
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = occl_only("compares occl's run of each example with gloo's")
+# A reference run on gloo may be retried once: in CI a gloo rank aborted at exit now and then
+# ("terminate called without an active exception"), after the training had ended; occl's may not.
+GLOO_ATTEMPTS = 2
 
 
-def _torchrun(script: str, backend: str, out: Path, attempts: int = 1) -> str:
+def torchrun_example(script: str, backend: str, out: Path, attempts: int = 1) -> str:
+    """examples/`script` under torchrun on 2 ranks of `backend`; its stdout. The run may be tried
+    `attempts` times."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -36,10 +41,8 @@ def _torchrun(script: str, backend: str, out: Path, attempts: int = 1) -> str:
 def test_example_trains_as_on_gloo(script, tmp_path):
     runs = {}
     for backend in ("occl", "gloo"):
-        # The reference run may be retried once: in CI a gloo rank once aborted at exit ("terminate
-        # called without an active exception"), after the training had ended; occl's may not.
-        stdout = _torchrun(script, backend, tmp_path / f"{backend}.json",
-                           attempts=2 if backend == "gloo" else 1)
+        stdout = torchrun_example(script, backend, tmp_path / f"{backend}.json",
+                                  attempts=GLOO_ATTEMPTS if backend == "gloo" else 1)
         assert f"2 ranks, backend {backend}: final loss" in stdout, stdout
         runs[backend] = json.loads((tmp_path / f"{backend}.json").read_text())
     occl, gloo = runs["occl"], runs["gloo"]

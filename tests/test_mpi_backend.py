@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dist_harness import occl_only
+from test_examples import GLOO_ATTEMPTS, torchrun_example
 
 pytestmark = occl_only("occl_mpi is a backend of its own")
 
@@ -229,11 +230,7 @@ def test_ddp_example_trains_as_on_gloo(tmp_path):
                         str(tmp_path / "occl_mpi.json")], timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "2 ranks, backend occl_mpi: final loss" in result.stdout
-    reference = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         example, "--backend", "gloo", "--out", str(tmp_path / "gloo.json")],
-        env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
-    assert reference.returncode == 0, reference.stderr[-3000:]
+    torchrun_example("ddp_train.py", "gloo", tmp_path / "gloo.json", attempts=GLOO_ATTEMPTS)
     import torch
 
     runs = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("occl_mpi", "gloo")}
