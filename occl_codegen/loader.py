@@ -37,8 +37,6 @@ _PYTHON_MODULE = (
 # `{word!word}` is no C++ expression, so a placeholder of this form is a misspelt `!text`.
 _CONVERSION = re.compile(r"(\w+)!(\w+)")
 
-# The argument kinds that hold tensors, so can complete a Work's future.
-_TENSOR_KINDS = model.SUBJECT_ACCEPTS["tensor"]
 # The keys of a check use besides params, and the names a check's condition and message already
 # have in scope: a param named like one of these would be ambiguous.
 _RESERVED_PARAMS = (
@@ -712,7 +710,7 @@ def _parse_result(entry: _Entry, args: tuple[model.Arg, ...]) -> str | None:
             f" (arguments: {_list(a.name for a in args)})"
         )
         raise entry.value_error("result", problem)
-    if arg.kind not in _TENSOR_KINDS:
+    if arg.kind not in model.TENSOR_KINDS:
         problem = f"argument {result!r} is of kind {arg.kind}, which holds no tensors"
         raise entry.value_error("result", problem)
     return result

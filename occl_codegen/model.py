@@ -10,11 +10,13 @@ from dataclasses import dataclass
 
 # Argument kinds an op may declare, in the order c10d::Backend methods take them.
 ARG_KINDS = ("tensor", "tensor_list", "tensor_list_list", "int", "int_list", "options")
+# The kinds that hold tensors.
+TENSOR_KINDS = ("tensor", "tensor_list", "tensor_list_list")
 # What a check looks at; see the comment above `checks:` in the spec.
 SUBJECT_KINDS = ("tensor", "tensor_list", "list", "value")
 # Which argument kinds each subject kind may be applied `on`.
 SUBJECT_ACCEPTS = {
-    "tensor": ("tensor", "tensor_list", "tensor_list_list"),
+    "tensor": TENSOR_KINDS,
     "tensor_list": ("tensor_list", "tensor_list_list"),
     "list": ("tensor_list", "tensor_list_list", "int_list"),
     "value": None,  # any C++ expression

@@ -17,6 +17,7 @@ from .model import (
     MISMATCHES,
     PLACEHOLDER,
     SCALAR_TYPES,
+    TENSOR_KINDS,
     Arg,
     Check,
     CheckUse,
@@ -290,15 +291,24 @@ def _param(arg: Arg) -> str:
     return f"{_CPP_PARAM_TYPES[arg.kind]} {arg.name}"
 
 
-def _result(op: Op) -> str:
-    if op.result is None:
+def _tensors(op: Op, name: str | None) -> str:
+    """The tensors of argument `name` as one std::vector<at::Tensor> (none for None)."""
+    if name is None:
         return "std::vector<at::Tensor>{}"
-    kind = next(a.kind for a in op.args if a.name == op.result)
+    kind = next(a.kind for a in op.args if a.name == name)
     return {
-        "tensor": f"std::vector<at::Tensor>{{{op.result}}}",
-        "tensor_list": op.result,
-        "tensor_list_list": f"{_KIT}::flatten({op.result})",
+        "tensor": f"std::vector<at::Tensor>{{{name}}}",
+        "tensor_list": name,
+        "tensor_list_list": f"{_KIT}::flatten({name})",
     }[kind]
+
+
+def _inputs(op: Op) -> str:
+    """What the op reads, for the profiler and the trace log, made only when they ask: its tensor
+    argument other than the result, or the result itself for ops that work in place (allreduce,
+    broadcast, send, recv)."""
+    others = [a.name for a in op.args if a.kind in TENSOR_KINDS and a.name != op.result]
+    return f"[&] {{ return {_tensors(op, others[0] if others else op.result)}; }}"
 
 
 def _python_arg(arg: Arg) -> str:
@@ -330,12 +340,13 @@ def _submit(op: Op) -> tuple[str, ...]:
         f"[runtime = runtime_.get(){', ' if names else ''}{names}]({_KIT}::OpContext& ctx) {{"
         f" runtime->{op.runtime}(ctx{', ' if names else ''}{names}); }}"
     )
+    tensors = f"{_inputs(op)}, {_tensors(op, op.result)}"
     if op.dispatch == "posted":
-        return (f"engine_->post(kOp, {timeout}, {_result(op)},", f"    {run})")
+        return (f"engine_->post(kOp, {timeout}, {tensors},", f"    {run})")
     # torch.distributed sets asyncOp = async_op, and waits at once when it is false.
     async_op = f"{options[0].name}.asyncOp" if options else "true"
     return (
-        f"engine_->queue(kOp, {timeout}, {async_op}, {_result(op)},",
+        f"engine_->queue(kOp, {timeout}, {async_op}, {tensors},",
         f"    {_signature(op)},",
         f"    {run})",
     )

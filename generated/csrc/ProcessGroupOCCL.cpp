@@ -12,10 +12,10 @@ ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store,
     : c10d::Backend(rank, size), options_(std::move(options)) {
   runtime_ = ::occl::runtime::connect(store, rank, size, {options_->timeout,
       options_->group_name, options_->global_ranks_in_group, options_->bind_address});
-  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_,
+  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"occl", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},
-      /*agree=*/true);
+      /*agree=*/true, store);
 }
 
 ProcessGroupOCCL::~ProcessGroupOCCL() = default;
@@ -37,6 +37,21 @@ bool ProcessGroupOCCL::supportsShrinking() const { return false; }
 void ProcessGroupOCCL::shutdown() { engine_->shutdown(); }
 
 void ProcessGroupOCCL::abort() { engine_->abort(); }
+
+void ProcessGroupOCCL::setSequenceNumberForGroup() {}
+
+uint64_t ProcessGroupOCCL::getSequenceNumberForGroup() { return engine_->sequence_number(); }
+
+void ProcessGroupOCCL::registerOnCompletionHook(
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  engine_->set_completion_hook(std::move(hook));
+}
+
+void ProcessGroupOCCL::enableCollectivesTiming() { engine_->enable_timing(); }
+
+void ProcessGroupOCCL::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  engine_->monitored_barrier(opts.timeout, wait_all_ranks);
+}
 
 void ProcessGroupOCCL::startCoalescing() { engine_->start_coalescing(); }
 
@@ -61,7 +76,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tenso
   }
   OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
   OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .root = opts.rootRank},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); });
 }
@@ -87,7 +102,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
   if (tensors[0].is_sparse()) {
     OCCL_CHECK_REDUCE_OP_IS_SUM(kOp.label, "opts.reduceOp", (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .shape = ::occl::kit::sparse_shape(tensors[0])},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); });
 }
@@ -133,7 +148,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(std::vector<std::vect
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel()},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); });
 }
@@ -150,7 +165,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor& out
   OCCL_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_CHECK_NUMEL_EQUALS(kOp.label, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .count = input_tensor.numel()},
       [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); });
 }
@@ -197,7 +212,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(std::vector<at::
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); });
 }
@@ -215,7 +230,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(at::Tensor
   OCCL_CHECK_SAME_DTYPE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
   OCCL_CHECK_NUMEL_EQUALS(kOp.label, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
   OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, "output_tensor", (output_tensor), (opts.reduceOp));
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensor), .count = output_tensor.numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
       [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); });
 }
@@ -225,7 +240,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOpti
                                           c10d::OpType::BARRIER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{}; }, std::vector<at::Tensor>{},
       ::occl::kit::Signature{},
       [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
 }
@@ -251,7 +266,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(std::vector
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .tensor_numels = ::occl::kit::numels_of(tensors)},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce_coalesced(ctx, tensors, opts); });
 }
@@ -269,7 +284,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_sparse(std::vector<at
     OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_CHECK_REDUCE_OP_IS_SUM(kOp.label, "opts.reduceOp", (opts.reduceOp));
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .shape = ::occl::kit::sparse_shape(tensors[0])},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce_sparse(ctx, tensors, opts); });
 }
@@ -294,7 +309,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor>&
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .root = opts.rootRank, .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); });
 }
@@ -343,7 +358,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_coalesced(std::vector
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1].numel()), "input_tensors[i1].numel()");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensor_lists),
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensor_lists),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = total_numel(input_tensors), .tensor_numels = ::occl::kit::numels_of(input_tensors)},
       [runtime = runtime_.get(), output_tensor_lists, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather_coalesced(ctx, output_tensor_lists, input_tensors, opts); });
 }
@@ -375,7 +390,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0].numel() * world_size), "inputs[i0].numel() * world_size");
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, outputs,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return inputs; }, outputs,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(inputs[0]), .count = total_numel(inputs), .tensor_numels = ::occl::kit::numels_of(inputs)},
       [runtime = runtime_.get(), outputs, inputs, opts](::occl::kit::OpContext& ctx) { runtime->allgather_into_tensor_coalesced(ctx, outputs, inputs, opts); });
 }
@@ -427,7 +442,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(std::vector<std::vector<
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel(), .root = opts.rootRank},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); });
 }
@@ -477,7 +492,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(std::vector<at::Tensor>
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .root = opts.rootRank},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); });
 }
@@ -512,7 +527,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, outputs,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return inputs; }, outputs,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(outputs[0]), .count = total_numel(outputs), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .tensor_numels = ::occl::kit::numels_of(outputs)},
       [runtime = runtime_.get(), outputs, inputs, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_tensor_coalesced(ctx, outputs, inputs, opts); });
 }
@@ -531,7 +546,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(at::Tensor& outpu
   OCCL_CHECK_SPLIT_SIZES(kOp.label, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
   OCCL_CHECK_SPLIT_SIZES(kOp.label, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
   OCCL_CHECK_EQUAL_VALUES(kOp.label, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .bytes_to = bytes_per_slice(input_split_sizes, input_tensor, world_size), .bytes_from = bytes_per_slice(output_split_sizes, output_tensor, world_size)},
       [runtime = runtime_.get(), output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); });
 }
@@ -565,7 +580,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor
     OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
   }
   OCCL_CHECK_EQUAL_VALUES(kOp.label, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .bytes_to = bytes_per_tensor(input_tensors), .bytes_from = bytes_per_tensor(output_tensors)},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->alltoall(ctx, output_tensors, input_tensors, opts); });
 }
@@ -583,7 +598,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor>& t
     OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_CHECK_PEER_RANK(kOp.label, "dst_rank", (dst_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
       [runtime = runtime_.get(), tensors, dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); });
 }
 
@@ -603,7 +618,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>& t
     OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_CHECK_PEER_RANK(kOp.label, "src_rank", (src_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
       [runtime = runtime_.get(), tensors, src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); });
 }
 
@@ -622,7 +637,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(std::vector<at::T
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
       [runtime = runtime_.get(), tensors, tag](::occl::kit::OpContext& ctx) { runtime->recv_anysource(ctx, tensors, tag); });
 }
 

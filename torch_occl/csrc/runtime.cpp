@@ -40,7 +40,7 @@ MeshRuntime::MeshRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     auto sockets = bootstrap.connect_group({config.bind_address, "collective", send_buffer});
     auto shm = transport::connect_shared_memory(
         bootstrap, {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes});
-    mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(sockets), std::move(shm));
+    mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(sockets), std::move(shm.links));
     // Large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
     std::optional<transport::PeerMemory> peer_memory;
     if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
@@ -51,6 +51,9 @@ MeshRuntime::MeshRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank,
           if (auto alive = mesh.lock()) alive->peer_gave_up(peer, report);
         });
     bootstrap.finish();
+    if (kit::debug_level("occl") >= kit::DebugLevel::Info) {
+      log_choices(group(config, rank, size), shm.single_copies_off);
+    }
   } catch (const transport::TransportError& e) {
     C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + group(config, rank, size) + ": " + e.what());
   } catch (const c10::DistStoreError& e) {
@@ -60,6 +63,25 @@ MeshRuntime::MeshRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 }
 
 MeshRuntime::~MeshRuntime() = default;
+
+void MeshRuntime::log_choices(const std::string& where, const std::string& single_copies_off) const {
+  const Tuning& tuning = Tuning::get();
+  kit::debug_log("occl", kit::DebugLevel::Info, where, mesh_->describe());
+  kit::debug_log("occl", kit::DebugLevel::Info, where,
+                 single_copies_off.empty()
+                     ? "single copies on, from " + std::to_string(tuning.single_copy_min_bytes) +
+                           " bytes per rank (point-to-point messages as large are lent)"
+                     : "single copies off: " + single_copies_off);
+  kit::debug_log(
+      "occl", kit::DebugLevel::Info, where,
+      "allreduce and reduce in one round up to " +
+          std::to_string(tuning.direct_allreduce_max_bytes) + " bytes x (ranks - 1), else a ring in " +
+          std::to_string(tuning.pipeline_chunk_bytes) + "-byte pieces; chain broadcast from " +
+          std::to_string(tuning.chain_broadcast_min_bytes) + " bytes; rings of " +
+          std::to_string(tuning.shm_ring_bytes) + " bytes; loopback send buffer " +
+          std::to_string(tuning.loopback_send_buffer_bytes) + " bytes; signature check " +
+          (tuning.check_signatures ? "on" : "off"));
+}
 
 void MeshRuntime::exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,
                                       size_t bytes) {

@@ -93,6 +93,10 @@ class MeshRuntime final : public Runtime {
                       int tag) override;
 
  private:
+  // OCCL_DEBUG=INFO: what the group chose, once, as it forms: transports per peer, single copies
+  // (or why not), and the thresholds in force (tuning.hpp).
+  void log_choices(const std::string& where, const std::string& single_copies_off) const;
+
   std::mutex mesh_mutex_;  // abort() may come from any thread while close() releases mesh_
   // Shared with the p2p engine's thread, which hands it the other ranks' failure reports.
   std::shared_ptr<transport::Mesh> mesh_;

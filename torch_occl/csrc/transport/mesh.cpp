@@ -165,6 +165,18 @@ Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLin
 
 Mesh::~Mesh() { ::close(abort_fd_); }
 
+std::string Mesh::describe() const {
+  std::string shared, tcp;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    std::string& list = links_[r].out ? shared : tcp;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return "shared memory to ranks " + (shared.empty() ? "(none)" : shared) + "; TCP to ranks " +
+         (tcp.empty() ? "(none)" : tcp) + "; spins " + std::to_string(spin_.count()) +
+         " us before it sleeps";
+}
+
 void Mesh::abort(const std::string& cause) {
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);

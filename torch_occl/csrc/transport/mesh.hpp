@@ -74,6 +74,10 @@ class Mesh {
   // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.
   const PeerMemory* peer_memory() const { return shm_ ? shm_->peer_memory() : nullptr; }
 
+  // Which peers this rank reaches through shared memory and which over TCP, and how long it
+  // spins before it sleeps: "shared memory to ranks 1, 2; TCP to ranks 3; spins 200 us".
+  std::string describe() const;
+
   // Makes any current and future exchange throw TransportError::Kind::Aborted with `cause` (the
   // first cause given wins). Thread-safe.
   void abort(const std::string& cause = "the communicator was aborted");

@@ -150,8 +150,8 @@ namespace {
 
 // Whether every rank may copy from and into every other's memory (peer_memory.hpp): each rank
 // tells the others its pid and probe address, reads every peer's probe, and says whether all
-// worked; all read every answer, so they agree. nullptr when any pair cannot.
-std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap) {
+// worked; all read every answer, so they agree. Without it (a pair cannot), why not.
+std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap, std::string& why_not) {
   const int rank = bootstrap.rank(), size = bootstrap.size();
   auto key = [](const char* what, int r) {
     return "shm/" + std::string(what) + "/" + std::to_string(r);
@@ -173,16 +173,16 @@ std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap) {
     }
   }
   bootstrap.set(key("peer-memory", rank), failure);
-  bool all_can = true;
-  for (int r = 0; r < size; ++r) all_can &= bootstrap.wait(key("peer-memory", r)).empty();
-  return all_can ? std::make_unique<PeerMemory>(std::move(pids)) : nullptr;
+  for (int r = 0; r < size && why_not.empty(); ++r) why_not = bootstrap.wait(key("peer-memory", r));
+  return why_not.empty() ? std::make_unique<PeerMemory>(std::move(pids)) : nullptr;
 }
 
 }  // namespace
 
-std::unique_ptr<ShmLinks> connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options) {
+SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options) {
   const int rank = bootstrap.rank(), size = bootstrap.size();
-  if (options.mode == TransportMode::Tcp || size == 1) return nullptr;
+  if (size == 1) return {nullptr, "a group of one"};
+  if (options.mode == TransportMode::Tcp) return {nullptr, "OCCL_TRANSPORT=tcp"};
   const std::string identity = host_identity();
   bootstrap.set("shm/host/" + std::to_string(rank), identity);
   std::vector<int> local_ranks;
@@ -192,14 +192,14 @@ std::unique_ptr<ShmLinks> connect_shared_memory(Bootstrap& bootstrap, const ShmO
                 bootstrap.wait("shm/host/" + std::to_string(r)) == identity;
     (same ? local_ranks : remote_ranks).push_back(r);
   }
+  std::string remote;
+  for (int r : remote_ranks) remote += (remote.empty() ? "" : ", ") + std::to_string(r);
+  const std::string elsewhere =
+      "rank(s) " + remote + " run on another host (or as another user, or in other namespaces)";
   if (options.mode == TransportMode::Shm && !remote_ranks.empty()) {
-    std::string list;
-    for (int r : remote_ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
-    throw TransportError(TransportError::Kind::System,
-                         "OCCL_TRANSPORT=shm, but rank(s) " + list +
-                             " run on another host (or as another user, or in other namespaces)");
+    throw TransportError(TransportError::Kind::System, "OCCL_TRANSPORT=shm, but " + elsewhere);
   }
-  if (local_ranks.size() < 2) return nullptr;
+  if (local_ranks.size() < 2) return {nullptr, elsewhere};
 
   // The lowest local rank creates the region; the others map it and say whether that worked. All
   // of them read every answer, so they agree on using shared memory or not.
@@ -239,15 +239,14 @@ std::unique_ptr<ShmLinks> connect_shared_memory(Bootstrap& bootstrap, const ShmO
       throw TransportError(TransportError::Kind::System,
                            "OCCL_TRANSPORT=shm, but shared memory failed on " + first_failure);
     }
-    return nullptr;  // auto: TCP carries everything
+    return {nullptr, "no shared memory: " + first_failure};  // auto: TCP carries everything
   }
   const bool whole_group_local = local_ranks.size() == static_cast<size_t>(size);
   auto links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
                                           mapping.bytes, options.ring_bytes);
-  if (whole_group_local) {
-    links->set_peer_memory(probe_peer_memory(bootstrap));
-  }
-  return links;
+  std::string single_copies_off = whole_group_local ? "" : elsewhere;
+  if (whole_group_local) links->set_peer_memory(probe_peer_memory(bootstrap, single_copies_off));
+  return {std::move(links), single_copies_off};
 }
 
 }  // namespace occl::transport

@@ -107,9 +107,17 @@ class ShmLinks {
   std::unique_ptr<PeerMemory> peer_memory_;
 };
 
+// What connect_shared_memory found: the links (nullptr when no other rank shares this host, the
+// mode is tcp, or the region could not be mapped), and, in words, why single copies are off
+// (empty when they are on), which OCCL_DEBUG=INFO reports.
+struct SharedMemory {
+  std::unique_ptr<ShmLinks> links;
+  std::string single_copies_off;
+};
+
 // Finds the ranks that share this rank's host (same kernel boot, user, and network and pid
-// namespaces) and maps a region with them. Returns nullptr when there are none or the mode is tcp.
-// Every rank of the group must call it; its store keys are the bootstrap's.
-std::unique_ptr<ShmLinks> connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options);
+// namespaces) and maps a region with them. Every rank of the group must call it; its store keys
+// are the bootstrap's.
+SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options);
 
 }  // namespace occl::transport

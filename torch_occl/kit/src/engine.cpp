@@ -1,7 +1,12 @@
 #include "occl_kit/engine.hpp"
 
+#include "occl_kit/rendezvous.hpp"
+
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
 
 #include <sstream>
 
@@ -18,17 +23,24 @@ std::exception_ptr backend_error(const std::string& message) {
 
 // Completes an op. Its completion runs the Work's future callbacks (user code, for DDP comm
 // hooks): an exception there is logged, never allowed to end the worker or another thread.
-void finish_op(Work& work, std::exception_ptr error, int source_rank) {
+void finish_op(Work& work, std::exception_ptr error, int source_rank,
+               CompletionHook* hook = nullptr) {
   try {
     work.complete(error, source_rank);
   } catch (const std::exception& e) {
     LOG(ERROR) << "occl_kit: a completion callback threw: " << e.what();
   }
+  if (hook != nullptr && !error && work.timed()) hook->post(work.info());
+}
+
+// "occl.allreduce #3 in group 0 (rank 1 of 2)": how errors and logs name an op.
+std::string op_in_group(const std::string& label, uint64_t sequence, const std::string& group) {
+  return label + " #" + std::to_string(sequence) + " in " + group;
 }
 
 // "occl.allreduce #3 in group 0 (rank 1 of 2): ", which starts every error of an op.
 std::string op_prefix(const char* label, uint64_t sequence, const std::string& group) {
-  return std::string(label) + " #" + std::to_string(sequence) + " in " + group + ": ";
+  return op_in_group(label, sequence, group) + ": ";
 }
 
 // The error text of a failed op, the timeout spelled out.
@@ -49,6 +61,29 @@ std::string failure_text(std::exception_ptr error, std::chrono::milliseconds tim
 std::string op_name(const char* label) {
   std::string name = label;
   return name.substr(name.find('.') + 1);
+}
+
+int64_t total_elements(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& tensor : tensors) total += tensor.numel();
+  return total;
+}
+
+// torch's record_param_comms, as NCCL's ops record it: a profiler event carrying the op's name,
+// sequence number, group, element counts and dtype. Called only while a profiler listens.
+void record_param_comms(const c10d::Backend& backend, const GroupInfo& group, const OpInfo& op,
+                        uint64_t sequence, bool p2p, bool async_op,
+                        const std::vector<at::Tensor>& inputs,
+                        const std::vector<at::Tensor>& outputs) {
+  const auto [rank_start, rank_stride] = global_rank_start_and_stride(group.global_ranks);
+  const auto& typed = inputs.empty() ? outputs : inputs;
+  const at::ScalarType dtype = typed.empty() ? at::kByte : typed[0].scalar_type();
+  RECORD_PARAM_COMMS_DATA_WITH_ASYNC_OP(
+      std::make_tuple(static_cast<int64_t>(sequence), p2p),
+      std::make_tuple(backend.getGroupUid(), backend.getGroupDesc()), inputs, outputs,
+      group.rank, op_name(op.label), total_elements(inputs), total_elements(outputs), dtype,
+      std::vector<int64_t>(), std::vector<int64_t>(), rank_start, rank_stride, group.size,
+      async_op);
 }
 
 }  // namespace
@@ -86,13 +121,17 @@ void Runtime::exchange_signatures(OpContext& ctx, const void*, void*, size_t) {
 
 std::string Runtime::gave_up(const std::string& failure, const LinkError&) { return failure; }
 
-Engine::Engine(Runtime& runtime, GroupInfo group, bool agree)
+Engine::Engine(Runtime& runtime, const c10d::Backend& backend, GroupInfo group, bool agree,
+               c10::intrusive_ptr<c10d::Store> store)
     : runtime_(runtime),
+      backend_(backend),
       group_(std::move(group)),
       agree_(agree && group_.size > 1 && runtime.agreement_enabled()),
       group_description_(std::make_shared<const std::string>(
           describe_group(group_.name, group_.rank, group_.size, group_.global_ranks))),
-      coalesced_title_(group_.backend + ":coalesced") {}
+      coalesced_title_(group_.backend + ":coalesced"),
+      debug_(debug_level(group_.backend)),
+      store_(std::move(store)) {}
 
 Engine::~Engine() { shutdown(); }
 
@@ -104,12 +143,34 @@ void Engine::collect(const c10::intrusive_ptr<Work>& work) {
   if (coalescing_) coalesced_.push_back(work);
 }
 
+c10::intrusive_ptr<Work> Engine::start(const OpInfo& op, uint64_t sequence, bool p2p,
+                                       bool async_op, TensorsFn inputs,
+                                       std::vector<at::Tensor> outputs) {
+  const bool trace = C10_UNLIKELY(debug_ >= DebugLevel::Trace);
+  const bool profiled = C10_UNLIKELY(at::hasCallbacks());
+  if (trace || profiled) {
+    const std::vector<at::Tensor> read = inputs();
+    if (trace) {
+      debug_log(group_.backend, DebugLevel::Trace,
+                op_in_group(op.label, sequence, *group_description_),
+                std::to_string(total_elements(read)) + " elements in, " +
+                    std::to_string(total_elements(outputs)) + " out" +
+                    (read.empty() ? "" : " (" + dtype_name(read[0].scalar_type()) + ")") +
+                    (async_op ? ", async" : ""));
+    }
+    if (profiled) record_param_comms(backend_, group_, op, sequence, p2p, async_op, read, outputs);
+  }
+  return c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title, std::move(outputs),
+                                   sequence, timing_ || completion_hook_->is_set());
+}
+
 c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::milliseconds timeout,
-                                       bool async_op, std::vector<at::Tensor> outputs,
-                                       Signature signature, OpFn run) {
+                                       bool async_op, TensorsFn inputs,
+                                       std::vector<at::Tensor> outputs, Signature signature,
+                                       OpFn run) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
-  auto work = c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title, std::move(outputs));
   const uint64_t sequence = collectives_submitted_++;
+  auto work = start(op, sequence, /*p2p=*/false, async_op, inputs, std::move(outputs));
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
                run = std::move(run), work]() mutable {
     execute(op, sequence, timeout, signature, run, *work);
@@ -139,6 +200,7 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
               -1);
     return;
   }
+  work.started();
   OpContext ctx{group_.rank, group_.size, op.label, sequence, Clock::now() + timeout, nullptr,
                 nullptr, &aborted_};
   try {
@@ -166,18 +228,22 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
               -1);
     return;
   }
-  finish_op(work, nullptr, -1);
+  finish_op(work, nullptr, -1, completion_hook_.get());
 }
 
 c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::milliseconds timeout,
-                                      std::vector<at::Tensor> outputs, OpFn run) {
+                                      TensorsFn inputs, std::vector<at::Tensor> outputs,
+                                      OpFn run) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
-  auto work = c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title, std::move(outputs));
   const uint64_t sequence = p2p_submitted_++;
+  auto work = start(op, sequence, /*p2p=*/true, /*async_op=*/true, inputs, std::move(outputs));
+  work->started();
   std::string prefix = describe_op(op.label, sequence);
-  auto done = [prefix, timeout, work](std::exception_ptr error, int source) {
+  // May run after the engine is gone (from a runtime's own thread): holds what it needs.
+  auto done = [prefix, timeout, work, hook = completion_hook_](std::exception_ptr error,
+                                                               int source) {
     finish_op(*work, error ? backend_error(prefix + failure_text(error, timeout)) : nullptr,
-              source);
+              source, hook.get());
   };
   OpContext ctx{group_.rank, group_.size, op.label, sequence, Clock::now() + timeout, done,
                 &completions_, &aborted_};
@@ -203,6 +269,20 @@ c10::intrusive_ptr<Work> Engine::end_coalescing() {
   coalesced_.clear();
   runtime_.end_coalescing();
   return Work::all_of(group_.rank, coalesced_title_.c_str(), std::move(works));
+}
+
+void Engine::set_completion_hook(CompletionHook::Fn hook) {
+  completion_hook_->set(std::move(hook), group_.backend);
+}
+
+void Engine::enable_timing() { timing_ = true; }
+
+void Engine::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
+  if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
+  const uint64_t index = monitored_barriers_++;
+  kit::monitored_barrier(
+      store_, group_.rank, group_.size, timeout, wait_all_ranks, index,
+      op_in_group(group_.backend + ".monitored_barrier", index, *group_description_));
 }
 
 void Engine::shutdown() {

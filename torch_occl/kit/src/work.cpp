@@ -1,6 +1,7 @@
 #include "occl_kit/work.hpp"
 
 #include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
 
 #include <memory>
 #include <mutex>
@@ -8,11 +9,14 @@
 namespace occl::kit {
 
 Work::Work(int rank, c10d::OpType op_type, const char* profiling_title,
-           std::vector<at::Tensor> outputs)
+           std::vector<at::Tensor> outputs, uint64_t sequence, bool timed)
     : c10d::Work(rank, op_type, profiling_title, outputs),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+          c10::ListType::create(c10::TensorType::get()))),
+      profiling_title_(profiling_title),
+      sequence_(sequence),
+      timed_(timed) {}
 
 c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
                                       std::vector<c10::intrusive_ptr<Work>> works) {
@@ -67,7 +71,27 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   return c10d::Work::wait(timeout);
 }
 
+float Work::getDuration() const {
+  TORCH_CHECK(timed_, profiling_title_, " #", sequence_, ": no duration, the op was issued before"
+              " enableCollectivesTiming (pg._enable_collectives_timing())");
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(completed_, profiling_title_, " #", sequence_, ": no duration before it completes");
+  return std::chrono::duration<float, std::milli>(finished_ - started_).count();
+}
+
+uint64_t Work::getSequencenumber() const { return sequence_; }
+
+void Work::started() {
+  if (timed_) started_ = std::chrono::steady_clock::now();
+}
+
+std::shared_ptr<c10d::WorkInfo> Work::info() const {
+  return std::make_shared<c10d::WorkInfo>(retrieveOpType(), sequence_, started_, finished_,
+                                          finished_ - started_);
+}
+
 void Work::complete(std::exception_ptr error, int source_rank) {
+  if (timed_) finished_ = std::chrono::steady_clock::now();
   source_rank_ = source_rank;
   if (error) {
     future_->setError(error);

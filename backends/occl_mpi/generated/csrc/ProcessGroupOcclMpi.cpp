@@ -12,10 +12,10 @@ ProcessGroupOcclMpi::ProcessGroupOcclMpi(const c10::intrusive_ptr<c10d::Store>& 
     : c10d::Backend(rank, size), options_(std::move(options)) {
   runtime_ = ::occl_mpi::runtime::connect(store, rank, size, {options_->timeout,
       options_->group_name, options_->global_ranks_in_group});
-  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_,
+  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"occl_mpi", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},
-      /*agree=*/true);
+      /*agree=*/true, store);
 }
 
 ProcessGroupOcclMpi::~ProcessGroupOcclMpi() = default;
@@ -31,6 +31,21 @@ bool ProcessGroupOcclMpi::supportsCoalescing() const { return false; }
 void ProcessGroupOcclMpi::shutdown() { engine_->shutdown(); }
 
 void ProcessGroupOcclMpi::abort() { engine_->abort(); }
+
+void ProcessGroupOcclMpi::setSequenceNumberForGroup() {}
+
+uint64_t ProcessGroupOcclMpi::getSequenceNumberForGroup() { return engine_->sequence_number(); }
+
+void ProcessGroupOcclMpi::registerOnCompletionHook(
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  engine_->set_completion_hook(std::move(hook));
+}
+
+void ProcessGroupOcclMpi::enableCollectivesTiming() { engine_->enable_timing(); }
+
+void ProcessGroupOcclMpi::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  engine_->monitored_barrier(opts.timeout, wait_all_ranks);
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   static constexpr ::occl::kit::OpInfo kOp{"occl_mpi.broadcast", "occl_mpi:broadcast",
@@ -49,7 +64,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::broadcast(std::vector<at::Te
   }
   OCCL_MPI_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
   OCCL_MPI_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .root = opts.rootRank},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); });
 }
@@ -72,7 +87,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allreduce(std::vector<at::Te
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); });
 }
@@ -118,7 +133,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allgather(std::vector<std::v
       OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel()},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); });
 }
@@ -135,7 +150,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_allgather_base(at::Tensor& 
   OCCL_MPI_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .count = input_tensor.numel()},
       [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); });
 }
@@ -182,7 +197,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce_scatter(std::vector<a
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); });
 }
@@ -200,7 +215,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_reduce_scatter_base(at::Ten
   OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
   OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
   OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, "output_tensor", (output_tensor), (opts.reduceOp));
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensor), .count = output_tensor.numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
       [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); });
 }
@@ -210,7 +225,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::barrier(const c10d::BarrierO
                                           c10d::OpType::BARRIER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{}; }, std::vector<at::Tensor>{},
       ::occl::kit::Signature{},
       [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
 }
@@ -235,7 +250,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce(std::vector<at::Tenso
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .root = opts.rootRank, .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
       [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); });
 }
@@ -287,7 +302,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::gather(std::vector<std::vect
       OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel(), .root = opts.rootRank},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); });
 }
@@ -337,7 +352,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::scatter(std::vector<at::Tens
       OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, output_tensors,
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .root = opts.rootRank},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); });
 }
@@ -356,7 +371,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::alltoall_base(at::Tensor& ou
   OCCL_MPI_CHECK_SPLIT_SIZES(kOp.label, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
   OCCL_MPI_CHECK_SPLIT_SIZES(kOp.label, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
   OCCL_MPI_CHECK_EQUAL_VALUES(kOp.label, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{output_tensor},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .bytes_to = bytes_per_slice(input_split_sizes, input_tensor, world_size), .bytes_from = bytes_per_slice(output_split_sizes, output_tensor, world_size)},
       [runtime = runtime_.get(), output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); });
 }
@@ -374,7 +389,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::send(std::vector<at::Tensor>
     OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_MPI_CHECK_PEER_RANK(kOp.label, "dst_rank", (dst_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
       [runtime = runtime_.get(), tensors, dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); });
 }
 
@@ -394,7 +409,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::recv(std::vector<at::Tensor>
     OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_MPI_CHECK_PEER_RANK(kOp.label, "src_rank", (src_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, tensors,
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
       [runtime = runtime_.get(), tensors, src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); });
 }
 

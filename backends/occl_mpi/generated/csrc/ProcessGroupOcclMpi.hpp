@@ -7,6 +7,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +34,15 @@ class ProcessGroupOcclMpi : public c10d::Backend {
   bool supportsCoalescing() const override;
   void shutdown() override;
   void abort() override;
+  // What torch's tools read (occl_kit/telemetry.hpp): the group's sequence number, the collectives
+  // issued so far from 0 (TORCH_DISTRIBUTED_DEBUG=DETAIL compares it across ranks); a hook called
+  // with every op that completes; every op's duration; a barrier that names absent ranks.
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+  void registerOnCompletionHook(
+      std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  void enableCollectivesTiming() override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
   // Copies the root rank's tensor into the tensor of every other rank.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;

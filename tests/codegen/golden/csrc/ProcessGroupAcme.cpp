@@ -12,10 +12,10 @@ ProcessGroupAcme::ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store,
     : c10d::Backend(rank, size), options_(std::move(options)) {
   runtime_ = ::acme::runtime::connect(store, rank, size, {options_->timeout,
       options_->group_name, options_->global_ranks_in_group, options_->address, options_->port, options_->verbose});
-  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_,
+  engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"acme", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},
-      /*agree=*/true);
+      /*agree=*/true, store);
 }
 
 ProcessGroupAcme::~ProcessGroupAcme() = default;
@@ -33,6 +33,21 @@ bool ProcessGroupAcme::supportsSplitting() const { return false; }
 void ProcessGroupAcme::shutdown() { engine_->shutdown(); }
 
 void ProcessGroupAcme::abort() { engine_->abort(); }
+
+void ProcessGroupAcme::setSequenceNumberForGroup() {}
+
+uint64_t ProcessGroupAcme::getSequenceNumberForGroup() { return engine_->sequence_number(); }
+
+void ProcessGroupAcme::registerOnCompletionHook(
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  engine_->set_completion_hook(std::move(hook));
+}
+
+void ProcessGroupAcme::enableCollectivesTiming() { engine_->enable_timing(); }
+
+void ProcessGroupAcme::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  engine_->monitored_barrier(opts.timeout, wait_all_ranks);
+}
 
 void ProcessGroupAcme::startCoalescing() { engine_->start_coalescing(); }
 
@@ -59,7 +74,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::allgather(std::vector<std::vect
       ACME_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
     }
   }
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, ::occl::kit::flatten(output_tensors),
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{},
       [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->all_gather(ctx, output_tensors, input_tensors, opts); });
 }
@@ -71,7 +86,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::send(std::vector<at::Tensor>& t
   [[maybe_unused]] const int rank = getRank();
   ACME_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   ACME_CHECK_RANK_IN_RANGE(kOp.label, "dstRank", (dstRank));
-  return engine_->queue(kOp, c10d::kUnsetTimeout, true, tensors,
+  return engine_->queue(kOp, c10d::kUnsetTimeout, true, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{},
       [runtime = runtime_.get(), tensors, dstRank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dstRank, tag); });
 }
@@ -81,7 +96,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::barrier(const c10d::BarrierOpti
                                           c10d::OpType::BARRIER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
-  return engine_->queue(kOp, opts.timeout, opts.asyncOp, std::vector<at::Tensor>{},
+  return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{}; }, std::vector<at::Tensor>{},
       ::occl::kit::Signature{},
       [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
 }
@@ -97,7 +112,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::gather(std::vector<std::vector<
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     ACME_CHECK_ONE_PER_RANK(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
-  return engine_->queue(kOp, options.timeout, options.asyncOp, ::occl::kit::flatten(outputs),
+  return engine_->queue(kOp, options.timeout, options.asyncOp, [&] { return inputs; }, ::occl::kit::flatten(outputs),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(inputs[0]), .count = inputs[0].numel(), .root = options.rootRank},
       [runtime = runtime_.get(), outputs, inputs, options](::occl::kit::OpContext& ctx) { runtime->gather(ctx, outputs, inputs, options); });
 }
@@ -108,7 +123,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::recv(std::vector<at::Tensor>& r
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
   ACME_CHECK_RANK_IN_RANGE(kOp.label, "srcRank", (srcRank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, received,
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return received; }, received,
       [runtime = runtime_.get(), received, srcRank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, received, srcRank, tag); });
 }
 

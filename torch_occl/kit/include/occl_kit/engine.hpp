@@ -15,8 +15,11 @@
 #include "occl_kit/errors.hpp"
 #include "occl_kit/executor.hpp"
 #include "occl_kit/signature.hpp"
+#include "occl_kit/telemetry.hpp"
 #include "occl_kit/work.hpp"
 
+#include <c10/util/FunctionRef.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <atomic>
@@ -27,6 +30,10 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace c10d {
+class Backend;
+}
 
 namespace occl::kit {
 
@@ -106,26 +113,47 @@ std::string describe_group(const std::string& name, int rank, int size,
 class Engine {
  public:
   using OpFn = std::function<void(OpContext&)>;
+  // Called, if at all, during the call it is passed to.
+  using TensorsFn = c10::function_ref<std::vector<at::Tensor>()>;
 
   // `agree`: the spec asks for the agreement check (backend.runtime.agreement); the runtime
-  // may still turn it off.
-  Engine(Runtime& runtime, GroupInfo group, bool agree);
+  // may still turn it off. `backend`: the c10d::Backend it runs ops for (the profiler's records
+  // name its group uid and description, which torch sets after construction). `store`: the
+  // group's, where monitored barriers meet.
+  Engine(Runtime& runtime, const c10d::Backend& backend, GroupInfo group, bool agree,
+         c10::intrusive_ptr<c10d::Store> store);
   ~Engine();  // same as shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   // A collective: runs `run` after every op queued before it, once every rank's `signature`
   // agreed. `timeout` may be c10d::kUnsetTimeout. `async_op` false: the caller waits at once.
+  // `outputs`: what the op writes (its future holds them); `inputs`: what it reads, asked for
+  // only while the profiler or OCCL_DEBUG=TRACE wants them.
   c10::intrusive_ptr<Work> queue(const OpInfo& op, std::chrono::milliseconds timeout,
-                                 bool async_op, std::vector<at::Tensor> outputs,
+                                 bool async_op, TensorsFn inputs, std::vector<at::Tensor> outputs,
                                  Signature signature, OpFn run);
   // A point-to-point op: runs `run` now; the runtime completes it through ctx.
   c10::intrusive_ptr<Work> post(const OpInfo& op, std::chrono::milliseconds timeout,
-                                std::vector<at::Tensor> outputs, OpFn run);
+                                TensorsFn inputs, std::vector<at::Tensor> outputs, OpFn run);
 
   // Between these, every op's Work is collected; end_coalescing returns one Work for all.
   void start_coalescing();
   c10::intrusive_ptr<Work> end_coalescing();
+
+  // The collectives issued so far: torch's sequence number for the group
+  // (getSequenceNumberForGroup), the same on every rank that issued the same collectives. It
+  // starts at 0 (setSequenceNumberForGroup has nothing to agree on).
+  uint64_t sequence_number() const { return collectives_submitted_; }
+  // torch's registerOnCompletionHook: `hook` gets every op that completed from now on
+  // (telemetry.hpp), with its type, sequence number, start, end and duration.
+  void set_completion_hook(CompletionHook::Fn hook);
+  // torch's enableCollectivesTiming: every op issued from now on knows its duration
+  // (Work::getDuration).
+  void enable_timing();
+  // torch's monitoredBarrier, through the group's store (rendezvous.hpp); `timeout` may be
+  // c10d::kUnsetTimeout.
+  void monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks);
 
   // Lets queued ops finish (each within its own timeout), stops the worker and closes the
   // runtime's links. Idempotent. Called from inside an op (its completion), it fails the ops
@@ -139,10 +167,15 @@ class Engine {
  private:
   void execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
                Signature& signature, const OpFn& run, Work& work);
+  // A new Work for op number `sequence` (timed when timing is on, or a hook is set), logged at
+  // TRACE and recorded for the profiler when one listens.
+  c10::intrusive_ptr<Work> start(const OpInfo& op, uint64_t sequence, bool p2p, bool async_op,
+                                 TensorsFn inputs, std::vector<at::Tensor> outputs);
   void collect(const c10::intrusive_ptr<Work>& work);
   std::string describe_op(const char* label, uint64_t sequence) const;
 
   Runtime& runtime_;
+  const c10d::Backend& backend_;
   GroupInfo group_;
   const bool agree_;
   // "group G (rank r of n; ...)", shared with cancelled ops, which may outlive the engine.
@@ -157,6 +190,12 @@ class Engine {
   std::vector<c10::intrusive_ptr<Work>> coalesced_;
   std::atomic<bool> closed_{false};  // runtime_.close() was called (shutdown may come twice)
   std::atomic<bool> aborted_{false};  // abort() was called: OpContext::wait_until stops
+  std::atomic<bool> timing_{false};   // enable_timing() was called
+  // Shared with completions that may run after the engine is gone (a runtime's p2p thread).
+  std::shared_ptr<CompletionHook> completion_hook_ = std::make_shared<CompletionHook>();
+  const DebugLevel debug_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::atomic<uint64_t> monitored_barriers_{0};  // the same on every rank: each calls them in order
   CompletionEngine completions_;
   Executor executor_;  // last: destroyed (stopped) first
 };

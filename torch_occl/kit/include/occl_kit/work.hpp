@@ -5,7 +5,10 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <vector>
 
 namespace occl::kit {
@@ -17,8 +20,10 @@ class Engine;
 // when it is next in line; the other ways to wait for it wake the group's worker for it first.
 class Work : public c10d::Work {
  public:
+  // `sequence`: the op's number among its group's collectives (or point-to-point ops); `timed`:
+  // it records when it ran (getDuration, completion hooks).
   Work(int rank, c10d::OpType op_type, const char* profiling_title,
-       std::vector<at::Tensor> outputs);
+       std::vector<at::Tensor> outputs, uint64_t sequence = 0, bool timed = false);
 
   // A Work that completes when all of `works` have, failing with the first failure among them.
   static c10::intrusive_ptr<Work> all_of(int rank, const char* profiling_title,
@@ -33,8 +38,19 @@ class Work : public c10d::Work {
   // thread (the op keeps its own timeout), saving two thread hand-offs.
   bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
 
+  // Milliseconds from the op's start to its end; the op must have been issued with timing on
+  // (enableCollectivesTiming), and be complete.
+  float getDuration() const override;
+  uint64_t getSequencenumber() const override;
+
+  // Called by the engine when the op starts running (timed Works note the time).
+  void started();
   // Called once, by the engine: completes the future, then the Work.
   void complete(std::exception_ptr error, int source_rank);
+  // Whether it records when it ran; then, once complete, its type, sequence number, start, end
+  // and duration, for completion hooks.
+  bool timed() const { return timed_; }
+  std::shared_ptr<c10d::WorkInfo> info() const;
 
  private:
   friend class Engine;
@@ -42,6 +58,11 @@ class Work : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
+  const char* profiling_title_;
+  const uint64_t sequence_;
+  const bool timed_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point finished_;
 };
 
 // The tensors of `lists`, in order: what a Work's future holds for an op with list outputs.
