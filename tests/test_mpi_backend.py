@@ -223,6 +223,12 @@ def test_abort_fails_a_waiting_collective_at_once():
     assert seen[0]["seconds"] < 5, seen
 
 
+def test_what_torch_s_tools_read_comes_from_the_kit():
+    result, seen = scenario("telemetry")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert seen == [{"sequence": 2, "hooked": [0, 1], "timed": True}] * 2
+
+
 def test_ddp_example_trains_as_on_gloo(tmp_path):
     """examples/ddp_train.py under mpirun on occl_mpi ends with gloo's parameters and losses."""
     example = str(REPO / "examples" / "ddp_train.py")

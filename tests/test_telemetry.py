@@ -142,6 +142,7 @@ def _hooked(rank, world_size):
     caller = threading.get_ident()
 
     def hook(info):
+        assert info.time_started <= info.time_finished
         reports.append((str(info.op_type), info.seq, info.active_duration.total_seconds(),
                         threading.get_ident() != caller))
         time.sleep(0.2)  # a slow hook must not hold up the ops

@@ -172,6 +172,28 @@ def aborted() -> None:
         time.sleep(2)
 
 
+def telemetry() -> None:
+    """What torch's tools read, which occl_mpi has from the kit: sequence numbers, the completion
+    hook, timing and the monitored barrier."""
+    import torch
+
+    dist = init()
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    seen = []
+    dist.group.WORLD._register_on_completion_hook(lambda info: seen.append(info.seq))
+    dist.group.WORLD._enable_collectives_timing()
+    work = dist.all_reduce(torch.ones(4), async_op=True)
+    work.wait()
+    dist.barrier()
+    backend.monitored_barrier(datetime.timedelta(seconds=10))
+    deadline = time.monotonic() + 10
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    report({"sequence": backend._get_sequence_number_for_group(), "hooked": seen,
+            "timed": work._get_duration() > 0})
+    dist.destroy_process_group()
+
+
 SCENARIOS = {
     "subgroups": subgroups,
     "swapped_ranks": swapped_ranks,
@@ -182,6 +204,7 @@ SCENARIOS = {
     "receive_timeout": receive_timeout,
     "aborted": aborted,
     "member_missing": member_missing,
+    "telemetry": telemetry,
 }
 
 if __name__ == "__main__":
