@@ -44,6 +44,7 @@ void wait_for_members(const c10::intrusive_ptr<c10d::Store>& store, int rank, in
 void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, bool wait_all_ranks, uint64_t index,
                        const std::string& what) {
+  if (size == 1) return;
   const std::string prefix = "occl_kit/monitored_barrier/" + std::to_string(index) + "/";
   const std::string answer = prefix + "answer";
   if (rank != 0) {
@@ -55,24 +56,24 @@ void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
            " not answer within " + std::to_string(wait.count()) + " ms");
     }
     const auto words = store->get(answer);
+    store->set(prefix + "read/" + std::to_string(rank), std::vector<uint8_t>{});
     if (!words.empty()) fail(what + ": rank 0 says: " + std::string(words.begin(), words.end()));
     return;
   }
   std::vector<std::string> reports;
   for (int r = 1; r < size; ++r) reports.push_back(prefix + std::to_string(r));
-  std::vector<int> missing;
+  std::vector<int> arrived, missing;
   if (wait_all_ranks) {
-    if (!arrives(store, reports, timeout)) {
-      for (int r = 1; r < size; ++r) {
-        if (!store->check({reports[r - 1]})) missing.push_back(r);
-      }
+    const bool all = arrives(store, reports, timeout);
+    for (int r = 1; r < size; ++r) {
+      (all || store->check({reports[r - 1]}) ? arrived : missing).push_back(r);
     }
-  } else {  // the first rank, in rank order, whose report is not there by the deadline
+  } else {  // up to the first rank, in rank order, whose report is not there by the deadline
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (int r = 1; r < size && missing.empty(); ++r) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      if (!arrives(store, {reports[r - 1]}, left)) missing.push_back(r);
+      (arrives(store, {reports[r - 1]}, left) ? arrived : missing).push_back(r);
     }
   }
   std::string failure;
@@ -84,6 +85,10 @@ void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     failure += " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms";
   }
   store->set(answer, std::vector<uint8_t>(failure.begin(), failure.end()));
+  // Rank 0 may host the store: it stays until the ranks it saw arrive have read the answer.
+  std::vector<std::string> read;
+  for (int r : arrived) read.push_back(prefix + "read/" + std::to_string(r));
+  arrives(store, read, kAnswerGrace);
   if (!failure.empty()) fail(what + ": " + failure);
 }
 

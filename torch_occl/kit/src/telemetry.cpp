@@ -46,7 +46,9 @@ struct CompletionHook::State {
   std::mutex mutex;
   std::condition_variable posted;
   std::deque<std::shared_ptr<c10d::WorkInfo>> queue;
-  Fn hook;
+  // Never destroyed: destroying a Python hook takes the GIL, which the thread that would do it
+  // (this one, the last to hold the state) cannot take once the interpreter is exiting.
+  Fn* hook = nullptr;
   bool stopping = false;
 };
 
@@ -62,7 +64,7 @@ void CompletionHook::set(Fn hook, const std::string& backend) {
   std::lock_guard<std::mutex> guard(mutex_);
   TORCH_CHECK(!state_, backend, ": a completion hook is registered already (one per group)");
   auto state = std::make_shared<State>();
-  state->hook = std::move(hook);
+  state->hook = new Fn(std::move(hook));
   std::thread([state] {
     std::unique_lock<std::mutex> lock(state->mutex);
     while (true) {
@@ -72,7 +74,7 @@ void CompletionHook::set(Fn hook, const std::string& backend) {
       state->queue.pop_front();
       lock.unlock();
       try {
-        state->hook(std::move(info));
+        (*state->hook)(std::move(info));
       } catch (const std::exception& e) {
         LOG(ERROR) << "occl_kit: a completion hook threw: " << e.what();
       }

@@ -27,7 +27,9 @@ void debug_log(const std::string& backend, DebugLevel level, const std::string& 
 // The hook torch registers (registerOnCompletionHook): called with every op's WorkInfo, in the
 // order the ops completed, on a thread of its own, which holds no lock of the kit's or the
 // runtime's while the hook runs; a hook that throws is logged, never fatal. The thread starts
-// with the hook and is never joined (the hook may wait for a GIL the destroying thread holds).
+// with the hook and is never joined (the hook may wait for a GIL the destroying thread holds);
+// the hook itself is never destroyed (a Python one would need the GIL while the interpreter
+// exits).
 class CompletionHook {
  public:
   using Fn = std::function<void(std::shared_ptr<c10d::WorkInfo>)>;
