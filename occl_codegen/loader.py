@@ -406,9 +406,7 @@ def _parse_backend(entry: _Entry) -> model.Backend:
     cpp_namespace = entry.matching("cpp_namespace", *_CPP_NAMESPACE)
     cpp_class = entry.identifier("cpp_class")
     python_module = entry.matching("python_module", *_PYTHON_MODULE)
-    devices = entry.identifiers("devices")
-    if not devices:
-        raise entry.value_error("devices", "must list at least one device type")
+    devices = _parse_devices(entry)
     backend = model.Backend(
         name=name,
         cpp_namespace=cpp_namespace,
@@ -432,6 +430,51 @@ def _parse_backend(entry: _Entry) -> model.Backend:
     )
     _check_python_options(entry, backend)
     return backend
+
+
+def _parse_devices(backend: _Entry) -> tuple[model.Device, ...]:
+    """backend.devices: device types, each a name (a built-in host device: cpu) or a mapping
+    {type, privateuse1 (default false), host_addressable (required but for cpu)}."""
+    items = backend.get("devices", list)
+    if not items:
+        raise backend.value_error("devices", "must list at least one device type")
+    devices: list[model.Device] = []
+    for index, item in enumerate(items):
+        location = f"{backend.location}.devices[{index}]"
+        if type(item) is str:
+            name, item = item, _Mapping(backend.mapping.key_lines["devices"])
+            item["type"], item.key_lines["type"] = name, item.line
+        elif type(item) is not _Mapping:
+            problem = f"expected a device type or a mapping, got {_type_name(type(item))}"
+            raise SpecError(backend.spec_path, backend.mapping.key_lines["devices"], location, problem)
+        devices.append(_parse_device(_Entry(backend.spec_path, item, location, item.line)))
+        if devices[-1].type in [device.type for device in devices[:-1]]:
+            raise backend.value_error("devices", f"duplicate entry {devices[-1].type!r}")
+    if sum(device.privateuse1 for device in devices) > 1:
+        raise backend.value_error("devices", "names more than one privateuse1 device (torch has one PrivateUse1 slot per process)")
+    return tuple(devices)
+
+
+def _parse_device(entry: _Entry) -> model.Device:
+    entry.expect_keys(required=("type",), optional=("privateuse1", "host_addressable"))
+    name = entry.identifier("type")
+    privateuse1 = entry.get("privateuse1", bool) if "privateuse1" in entry.mapping else False
+    if privateuse1 and name in model.BUILTIN_DEVICES:
+        raise entry.value_error("type", f"{name!r} is a device type torch has built in, not a privateuse1 device")
+    if not privateuse1 and name not in model.BUILTIN_DEVICES:
+        problem = (f"{name!r} is not a device type torch has built in ({', '.join(model.BUILTIN_DEVICES)});"
+                   " a device registered through PrivateUse1 says privateuse1: true")
+        raise entry.value_error("type", problem)
+    if "host_addressable" in entry.mapping:
+        host_addressable = entry.get("host_addressable", bool)
+        if name == "cpu" and not host_addressable:
+            raise entry.value_error("host_addressable", "cpu memory is host memory: must be true")
+    elif name == "cpu":
+        host_addressable = True
+    else:
+        raise entry.error(f"missing key 'host_addressable' (whether the runtime may use {name} tensors' data pointers)")
+    return model.Device(type=name, privateuse1=privateuse1, host_addressable=host_addressable,
+                        line=entry.line)
 
 
 def _check_python_options(entry: _Entry, backend: model.Backend) -> None:

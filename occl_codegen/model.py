@@ -58,6 +58,13 @@ REDUCE_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PRE
 # What ranks may call differently that a backend can declare it detects (support.detects_mismatched):
 # the op itself, the dtype, the element count, the root rank, the reduce op.
 MISMATCHES = ("op", "dtype", "count", "root", "reduce_op")
+# The device types torch has built in (c10::DeviceType) that a backend may accept; any other
+# device is one registered through PrivateUse1 under a name of its own.
+# Each with its c10::DeviceType enumerator.
+BUILTIN_DEVICES = {
+    "cpu": "CPU", "cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "hpu": "HPU", "mtia": "MTIA",
+    "xla": "XLA", "ipu": "IPU", "ve": "VE", "lazy": "Lazy",
+}
 # What an op's `agree:` may name, in occl::kit::Signature's order, each with the kit function that
 # turns the spec's expression into the field (None: the expression is the field's value).
 AGREE_FIELDS = {
@@ -155,12 +162,24 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class Device:
+    """A device type whose tensors the backend accepts (an entry of backend.devices)."""
+
+    type: str  # torch's name for it: "cpu", or the name a PrivateUse1 device registered
+    privateuse1: bool  # registered through PrivateUse1 (c10::DeviceType::PrivateUse1)
+    # The runtime may read and write its tensors through their data pointers. If not, the
+    # generated backend hands the runtime CPU copies and copies results back.
+    host_addressable: bool
+    line: int
+
+
+@dataclass(frozen=True)
 class Backend:
     name: str
     cpp_namespace: str
     cpp_class: str
     python_module: str
-    devices: tuple[str, ...]
+    devices: tuple[Device, ...]
     capabilities: tuple[tuple[str, bool], ...]  # (name, value), in spec order
     runtime: Runtime
     options: tuple[Option, ...]

@@ -13,6 +13,7 @@ from .conformance.semantics import SEMANTICS
 from .layout import Layout
 from .model import (
     AGREE_FIELDS,
+    BUILTIN_DEVICES,
     KIT_NAMES,
     MISMATCHES,
     PLACEHOLDER,
@@ -21,6 +22,7 @@ from .model import (
     Arg,
     Check,
     CheckUse,
+    Device,
     Op,
     Option,
     Spec,
@@ -157,6 +159,9 @@ class RegistrationView:
     extension_import: str  # "from torch_occl import _C"
     hooks_import: str | None  # "from torch_occl import _hooks as hooks"
     assignments: tuple[tuple[str, str], ...]  # (option, Python expression) set by the factory
+    # A device of backend.devices is registered through PrivateUse1: torch knows its name only
+    # once its package is imported, maybe after the backend registered.
+    privateuse1_device: bool
 
 
 @dataclass(frozen=True)
@@ -169,8 +174,11 @@ class View:
     cpp_class: str
     python_module: str
     extension_name: str  # last component of python_module: the PYBIND11_MODULE name
-    devices: tuple[str, ...]
-    device_enums: tuple[str, ...]
+    devices: tuple[str, ...]  # names, as torch knows them
+    # C++ conditions over `const c10::Device& device`: one per device the backend accepts, and
+    # one per device whose tensors reach the runtime as CPU copies (not host-addressable).
+    device_matches: tuple[str, ...]
+    staged_device_matches: tuple[str, ...]
     capabilities: tuple[tuple[str, str], ...]  # (C++ method, "true"/"false")
     coalescing: bool  # generate startCoalescing/endCoalescing (capability supportsCoalescing)
     python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
@@ -333,23 +341,34 @@ def _signature(op: Op) -> str:
 
 
 def _submit(op: Op) -> tuple[str, ...]:
+    """The statements that hand the op to the engine: its tensors as the runtime gets them
+    (kit::HostTensors: on the host, staged where the device is not host-addressable), and the
+    call of the runtime's function, run by the engine."""
     options = [a for a in op.args if a.kind == "options"]
-    names = ", ".join(a.name for a in op.args)
     timeout = f"{options[0].name}.timeout" if options else "c10d::kUnsetTimeout"
-    run = (
-        f"[runtime = runtime_.get(){', ' if names else ''}{names}]({_KIT}::OpContext& ctx) {{"
-        f" runtime->{op.runtime}(ctx{', ' if names else ''}{names}); }}"
-    )
+    has_tensors = any(a.kind in TENSOR_KINDS for a in op.args)
+    captures = ["runtime = runtime_.get()"] + [
+        f"{a.name} = host.{'written' if a.name == op.result else 'read'}({a.name})"
+        if a.kind in TENSOR_KINDS else a.name
+        for a in op.args
+    ]
+    call_args = "".join(f", {a.name}" for a in op.args)
+    run = (f"auto run = [{', '.join(captures)}]({_KIT}::OpContext& ctx) {{"
+           f" runtime->{op.runtime}(ctx{call_args}); }};")
+    copy_back = ", host.copy_back()" if has_tensors else ""
     tensors = f"{_inputs(op)}, {_tensors(op, op.result)}"
     if op.dispatch == "posted":
-        return (f"engine_->post(kOp, {timeout}, {tensors},", f"    {run})")
-    # torch.distributed sets asyncOp = async_op, and waits at once when it is false.
-    async_op = f"{options[0].name}.asyncOp" if options else "true"
-    return (
-        f"engine_->queue(kOp, {timeout}, {async_op}, {tensors},",
-        f"    {_signature(op)},",
-        f"    {run})",
-    )
+        submit = (f"return engine_->post(kOp, {timeout}, {tensors}, std::move(run){copy_back});",)
+    else:
+        # torch.distributed sets asyncOp = async_op, and waits at once when it is false.
+        async_op = f"{options[0].name}.asyncOp" if options else "true"
+        submit = (
+            f"return engine_->queue(kOp, {timeout}, {async_op}, {tensors},",
+            f"    {_signature(op)},",
+            f"    std::move(run){copy_back});",
+        )
+    host = (f"{_KIT}::HostTensors host(kOp.label, is_staged_device);",) if has_tensors else ()
+    return host + (run,) + submit
 
 
 def _contract_param(arg: Arg) -> str:
@@ -516,6 +535,7 @@ def _registration(spec: Spec) -> RegistrationView | None:
         extension_import=_import(backend.python_module, "_C"),
         hooks_import=None if backend.python_hooks is None else _import(backend.python_hooks, "hooks"),
         assignments=tuple((o.name, o.python) for o in backend.options if o.python is not None),
+        privateuse1_device=any(device.privateuse1 for device in backend.devices),
     )
 
 
@@ -538,6 +558,14 @@ def _files(spec: Spec, layout: Layout) -> dict[str, str]:
     return files
 
 
+def _device_match(device: Device) -> str:
+    """A C++ condition: `device` is of this device type."""
+    if device.privateuse1:
+        return ("(device.type() == c10::DeviceType::PrivateUse1 &&"
+                f' c10::get_privateuse1_backend() == "{device.type}")')
+    return f"device.type() == c10::DeviceType::{BUILTIN_DEVICES[device.type]}"
+
+
 def build_view(spec: Spec, layout: Layout) -> View:
     backend = spec.backend
     cls = backend.cpp_class
@@ -555,8 +583,10 @@ def build_view(spec: Spec, layout: Layout) -> View:
         cpp_class=cls,
         python_module=backend.python_module,
         extension_name=backend.python_module.rsplit(".", 1)[-1],
-        devices=backend.devices,
-        device_enums=tuple(f"c10::DeviceType::{d.upper()}" for d in backend.devices),
+        devices=tuple(device.type for device in backend.devices),
+        device_matches=tuple(_device_match(device) for device in backend.devices),
+        staged_device_matches=tuple(
+            _device_match(device) for device in backend.devices if not device.host_addressable),
         capabilities=tuple((name, "true" if value else "false") for name, value in backend.capabilities),
         coalescing=dict(backend.capabilities).get("supportsCoalescing", False),
         python_capabilities=tuple(

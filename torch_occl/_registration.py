@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 
+import torch
 import torch.distributed as dist
 
 from torch_occl import _C
@@ -24,6 +25,24 @@ def register() -> None:
     dist.Backend.register_backend(
         BACKEND_NAME, create_backend, extended_api=True, devices=list(_C.DEVICES)
     )
+    dist.Backend.backend_capability[BACKEND_NAME] = _DeviceTypes(_C.DEVICES)
+
+
+class _DeviceTypes(list):
+    """The backend's device types as init_process_group reads them (backend_capability), each
+    only once torch knows its name: init_process_group makes a torch.device of every entry, and a
+    PrivateUse1 device is named when its package is imported, maybe after this registration."""
+
+    def __iter__(self):
+        return (device for device in list.__iter__(self) if _torch_knows(device))
+
+
+def _torch_knows(device_type: str) -> bool:
+    try:
+        torch.device(device_type)
+    except RuntimeError:
+        return False
+    return True
 
 
 def create_backend(backend_options, process_group_options=None) -> _C.ProcessGroupOCCL:

@@ -76,9 +76,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tenso
   }
   OCCL_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
   OCCL_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .root = opts.rootRank},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
@@ -102,9 +104,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
   if (tensors[0].is_sparse()) {
     OCCL_CHECK_REDUCE_OP_IS_SUM(kOp.label, "opts.reduceOp", (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .shape = ::occl::kit::sparse_shape(tensors[0])},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
@@ -145,12 +149,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(std::vector<std::vect
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel()},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::AllgatherOptions& opts) {
@@ -164,10 +175,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor& out
   OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
   OCCL_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_CHECK_SAME_DEVICE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_CHECK_NUMEL_EQUALS(kOp.label, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensor = host.written(output_tensor), input_tensor = host.read(input_tensor), opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .count = input_tensor.numel()},
-      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ReduceScatterOptions& opts) {
@@ -206,15 +220,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(std::vector<at::
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
@@ -228,11 +249,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(at::Tensor
   OCCL_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
   OCCL_CHECK_SAME_DTYPE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
+  OCCL_CHECK_SAME_DEVICE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
   OCCL_CHECK_NUMEL_EQUALS(kOp.label, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
   OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, "output_tensor", (output_tensor), (opts.reduceOp));
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensor = host.written(output_tensor), input_tensor = host.read(input_tensor), opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensor), .count = output_tensor.numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
-      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOptions& opts) {
@@ -240,9 +264,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOpti
                                           c10d::OpType::BARRIER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
+  auto run = [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{}; }, std::vector<at::Tensor>{},
       ::occl::kit::Signature{},
-      [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
+      std::move(run));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
@@ -264,11 +289,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(std::vector
     OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (tensors[0]), "tensors[0]");
   }
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
+    OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (tensors[0]), "tensors[0]");
+  }
+  for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->allreduce_coalesced(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .tensor_numels = ::occl::kit::numels_of(tensors)},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce_coalesced(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
@@ -284,9 +314,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_sparse(std::vector<at
     OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_CHECK_REDUCE_OP_IS_SUM(kOp.label, "opts.reduceOp", (opts.reduceOp));
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->allreduce_sparse(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .shape = ::occl::kit::sparse_shape(tensors[0])},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce_sparse(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -309,9 +341,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor>&
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .root = opts.rootRank, .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_tensor_lists, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
@@ -348,6 +382,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_coalesced(std::vector
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
   }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+  }
   for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
       OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1]), "input_tensors[i1]");
@@ -355,12 +392,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_coalesced(std::vector
   }
   for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
+      OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1]), "input_tensors[i1]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensor_lists.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensor_lists[i0].size(); ++i1) {
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensor_lists", i0, i1), (output_tensor_lists[i0][i1]), (input_tensors[i1].numel()), "input_tensors[i1].numel()");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensor_lists = host.written(output_tensor_lists), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->allgather_coalesced(ctx, output_tensor_lists, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensor_lists),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = total_numel(input_tensors), .tensor_numels = ::occl::kit::numels_of(input_tensors)},
-      [runtime = runtime_.get(), output_tensor_lists, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather_coalesced(ctx, output_tensor_lists, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
@@ -388,11 +432,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced
     OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0]), "inputs[i0]");
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
+    OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0]), "inputs[i0]");
+  }
+  for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (inputs[i0].numel() * world_size), "inputs[i0].numel() * world_size");
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), outputs = host.written(outputs), inputs = host.read(inputs), opts](::occl::kit::OpContext& ctx) { runtime->allgather_into_tensor_coalesced(ctx, outputs, inputs, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return inputs; }, outputs,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(inputs[0]), .count = total_numel(inputs), .tensor_numels = ::occl::kit::numels_of(inputs)},
-      [runtime = runtime_.get(), outputs, inputs, opts](::occl::kit::OpContext& ctx) { runtime->allgather_into_tensor_coalesced(ctx, outputs, inputs, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
@@ -439,12 +488,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(std::vector<std::vector<
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel(), .root = opts.rootRank},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
@@ -489,12 +545,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(std::vector<at::Tensor>
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
       OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .root = opts.rootRank},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
@@ -522,14 +585,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced
     OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]), (outputs[i0]), "outputs[i0]");
   }
   for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
+    OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]), (outputs[i0]), "outputs[i0]");
+  }
+  for (size_t i0 = 0; i0 < inputs.size(); ++i0) {
     OCCL_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("inputs", i0), (inputs[i0]), (outputs[i0].numel() * world_size), "outputs[i0].numel() * world_size");
   }
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     OCCL_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]), (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), outputs = host.written(outputs), inputs = host.read(inputs), opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_tensor_coalesced(ctx, outputs, inputs, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return inputs; }, outputs,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(outputs[0]), .count = total_numel(outputs), .reduction = ::occl::kit::reduction_label(opts.reduceOp), .tensor_numels = ::occl::kit::numels_of(outputs)},
-      [runtime = runtime_.get(), outputs, inputs, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_tensor_coalesced(ctx, outputs, inputs, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(at::Tensor& output_tensor, at::Tensor& input_tensor, std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
@@ -543,12 +611,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(at::Tensor& outpu
   OCCL_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
   OCCL_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_CHECK_SAME_DEVICE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_CHECK_SPLIT_SIZES(kOp.label, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
   OCCL_CHECK_SPLIT_SIZES(kOp.label, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
   OCCL_CHECK_EQUAL_VALUES(kOp.label, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensor = host.written(output_tensor), input_tensor = host.read(input_tensor), output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .bytes_to = bytes_per_slice(input_split_sizes, input_tensor, world_size), .bytes_from = bytes_per_slice(output_split_sizes, output_tensor, world_size)},
-      [runtime = runtime_.get(), output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions& opts) {
@@ -576,13 +647,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
   }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0), (input_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+  }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
   }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    OCCL_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (input_tensors[0]), "input_tensors[0]");
+  }
   OCCL_CHECK_EQUAL_VALUES(kOp.label, "output_tensors[rank].numel()", (output_tensors[rank].numel()), (input_tensors[rank].numel()), "input_tensors[rank].numel()");
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->alltoall(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .bytes_to = bytes_per_tensor(input_tensors), .bytes_from = bytes_per_tensor(output_tensors)},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->alltoall(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
@@ -598,8 +677,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor>& t
     OCCL_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_CHECK_PEER_RANK(kOp.label, "dst_rank", (dst_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
-      [runtime = runtime_.get(), tensors, dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); });
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); };
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors, std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
@@ -618,8 +698,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>& t
     OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_CHECK_PEER_RANK(kOp.label, "src_rank", (src_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
-      [runtime = runtime_.get(), tensors, src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); });
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); };
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors, std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
@@ -637,8 +718,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(std::vector<at::T
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
-  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
-      [runtime = runtime_.get(), tensors, tag](::occl::kit::OpContext& ctx) { runtime->recv_anysource(ctx, tensors, tag); });
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), tag](::occl::kit::OpContext& ctx) { runtime->recv_anysource(ctx, tensors, tag); };
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors, std::move(run), host.copy_back());
 }
 
 }  // namespace occl

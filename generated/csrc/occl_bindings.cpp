@@ -13,7 +13,7 @@ PYBIND11_MODULE(_C, module) {
   py::module_::import("torch._C._distributed_c10d");
 
   module.attr("BACKEND_NAME") = "occl";
-  module.attr("DEVICES") = py::make_tuple("cpu");
+  module.attr("DEVICES") = py::make_tuple("cpu", "occldev");
   module.attr("OPS") = py::make_tuple("broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "allreduce_sparse", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource");
 
   using Backend = occl::ProcessGroupOCCL;

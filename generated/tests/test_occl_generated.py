@@ -29,7 +29,7 @@ def make_backend():
 
 def test_module_declares_the_spec():
     assert extension.BACKEND_NAME == "occl"
-    assert list(extension.DEVICES) == ["cpu"]
+    assert list(extension.DEVICES) == ["cpu", "occldev"]
     assert list(extension.OPS) == ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "allreduce_coalesced", "allreduce_sparse", "reduce", "allgather_coalesced", "allgather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter_tensor_coalesced", "alltoall_base", "alltoall", "send", "recv", "recvAnysource"]
 
 

@@ -32,7 +32,10 @@ def test_mini_spec_loads_in_spec_order_with_lines():
     assert (backend.name, backend.cpp_namespace, backend.cpp_class, backend.python_module) == (
         "acme", "acme::c10d", "ProcessGroupAcme", "acme_dist._C"
     )
-    assert backend.devices == ("cpu", "cuda")
+    assert backend.devices == (
+        model.Device("cpu", privateuse1=False, host_addressable=True, line=10),
+        model.Device("cuda", privateuse1=False, host_addressable=False, line=10),
+    )
     assert backend.capabilities == (("supportsCoalescing", True), ("supportsSplitting", False))
     assert backend.runtime == model.Runtime("acme::runtime", line=14, agreement=True)
     assert [(o.name, o.type, o.default, o.line) for o in backend.options] == [
@@ -207,9 +210,51 @@ BROKEN_SPECS = {
         "spec.yaml:5: backend.cpp_namespace: 'acme.c10d' is not a C++ namespace (identifiers joined by '::')",
     ),
     "wrong type": (
-        "  devices: [cpu, cuda]\n",
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
         "  devices: cpu\n",
         "spec.yaml:10: backend.devices: expected a list, got a string",
+    ),
+    "device without host_addressable": (
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
+        "  devices: [cpu, cuda]\n",
+        "spec.yaml:10: backend.devices[1]: missing key 'host_addressable' (whether the runtime may"
+        " use cuda tensors' data pointers)",
+    ),
+    "cpu not host-addressable": (
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
+        "  devices: [{type: cpu, host_addressable: false}]\n",
+        "spec.yaml:10: backend.devices[0].host_addressable: cpu memory is host memory: must be true",
+    ),
+    "unknown device type": (
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
+        "  devices: [cpu, {type: openreg, host_addressable: true}]\n",
+        "spec.yaml:10: backend.devices[1].type: 'openreg' is not a device type torch has built in"
+        " (cpu, cuda, xpu, mps, hpu, mtia, xla, ipu, ve, lazy); a device registered through"
+        " PrivateUse1 says privateuse1: true",
+    ),
+    "built-in device as privateuse1": (
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
+        "  devices: [{type: cuda, privateuse1: true, host_addressable: false}]\n",
+        "spec.yaml:10: backend.devices[0].type: 'cuda' is a device type torch has built in, not a"
+        " privateuse1 device",
+    ),
+    "two privateuse1 devices": (
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
+        "  devices: [{type: a, privateuse1: true, host_addressable: true},"
+        " {type: b, privateuse1: true, host_addressable: true}]\n",
+        "spec.yaml:10: backend.devices: names more than one privateuse1 device (torch has one"
+        " PrivateUse1 slot per process)",
+    ),
+    "duplicate device": (
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
+        "  devices: [cpu, {type: cpu}]\n",
+        "spec.yaml:10: backend.devices: duplicate entry 'cpu'",
+    ),
+    "unknown device key": (
+        "  devices: [cpu, {type: cuda, host_addressable: false}]\n",
+        "  devices: [{type: cpu, colour: red}]\n",
+        "spec.yaml:10: backend.devices[0]: unknown key 'colour' (expected one of: host_addressable,"
+        " privateuse1, type)",
     ),
     "unknown capability": (
         "    supportsSplitting: false\n",

@@ -167,13 +167,13 @@ c10::intrusive_ptr<Work> Engine::start(const OpInfo& op, uint64_t sequence, bool
 c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::milliseconds timeout,
                                        bool async_op, TensorsFn inputs,
                                        std::vector<at::Tensor> outputs, Signature signature,
-                                       OpFn run) {
+                                       OpFn run, CopyBack copy_back) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
   const uint64_t sequence = collectives_submitted_++;
   auto work = start(op, sequence, /*p2p=*/false, async_op, inputs, std::move(outputs));
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
-               run = std::move(run), work]() mutable {
-    execute(op, sequence, timeout, signature, run, *work);
+               run = std::move(run), copy_back = std::move(copy_back), work]() mutable {
+    execute(op, sequence, timeout, signature, run, copy_back, *work);
   };
   // Must not touch the engine, which may be gone by then.
   auto cancel = [label = op.label, sequence, group = group_description_, work] {
@@ -192,7 +192,8 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
 }
 
 void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
-                     Signature& signature, const OpFn& run, Work& work) {
+                     Signature& signature, const OpFn& run, const CopyBack& copy_back,
+                     Work& work) {
   if (!broken_.empty()) {
     finish_op(work,
               backend_error(describe_op(op.label, sequence) +
@@ -213,6 +214,7 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
             });
     }
     run(ctx);
+    copy_back.run();
   } catch (const LinkError& e) {
     // A failed exchange leaves the links mid-message: nothing after it can be trusted.
     broken_ = runtime_.gave_up(
@@ -233,15 +235,22 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
 
 c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::milliseconds timeout,
                                       TensorsFn inputs, std::vector<at::Tensor> outputs,
-                                      OpFn run) {
+                                      OpFn run, CopyBack copy_back) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
   const uint64_t sequence = p2p_submitted_++;
   auto work = start(op, sequence, /*p2p=*/true, /*async_op=*/true, inputs, std::move(outputs));
   work->started();
   std::string prefix = describe_op(op.label, sequence);
   // May run after the engine is gone (from a runtime's own thread): holds what it needs.
-  auto done = [prefix, timeout, work, hook = completion_hook_](std::exception_ptr error,
-                                                               int source) {
+  auto done = [prefix, timeout, work, hook = completion_hook_,
+               copy_back = std::move(copy_back)](std::exception_ptr error, int source) {
+    if (!error) {
+      try {
+        copy_back.run();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
     finish_op(*work, error ? backend_error(prefix + failure_text(error, timeout)) : nullptr,
               source, hook.get());
   };

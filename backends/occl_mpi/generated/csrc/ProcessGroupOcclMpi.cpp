@@ -64,9 +64,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::broadcast(std::vector<at::Te
   }
   OCCL_MPI_CHECK_ROOT_RANK_IN_RANGE(kOp.label, "opts.rootRank", (opts.rootRank));
   OCCL_MPI_CHECK_ROOT_TENSOR_IS_ZERO(kOp.label, "opts.rootTensor", (opts.rootTensor));
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .root = opts.rootRank},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->broadcast(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
@@ -87,9 +89,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allreduce(std::vector<at::Te
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->allreduce(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {
@@ -130,12 +134,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::allgather(std::vector<std::v
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
       OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel()},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->allgather(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_allgather_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::AllgatherOptions& opts) {
@@ -149,10 +160,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_allgather_base(at::Tensor& 
   OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "output_tensor", (output_tensor));
   OCCL_MPI_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_MPI_CHECK_SAME_DEVICE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, "output_tensor", (output_tensor), (input_tensor.numel() * world_size), "input_tensor.numel() * world_size");
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensor = host.written(output_tensor), input_tensor = host.read(input_tensor), opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .count = input_tensor.numel()},
-      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->allgather_base(ctx, output_tensor, input_tensor, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce_scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ReduceScatterOptions& opts) {
@@ -191,15 +205,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce_scatter(std::vector<a
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
       OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0), (output_tensors[i0]), (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_reduce_scatter_base(at::Tensor& output_tensor, at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
@@ -213,11 +234,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::_reduce_scatter_base(at::Ten
   OCCL_MPI_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
   OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
+  OCCL_MPI_CHECK_SAME_DEVICE(kOp.label, "input_tensor", (input_tensor), (output_tensor), "output_tensor");
   OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, "input_tensor", (input_tensor), (output_tensor.numel() * world_size), "output_tensor.numel() * world_size");
   OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, "output_tensor", (output_tensor), (opts.reduceOp));
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensor = host.written(output_tensor), input_tensor = host.read(input_tensor), opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensor), .count = output_tensor.numel(), .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
-      [runtime = runtime_.get(), output_tensor, input_tensor, opts](::occl::kit::OpContext& ctx) { runtime->reduce_scatter_base(ctx, output_tensor, input_tensor, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::barrier(const c10d::BarrierOptions& opts) {
@@ -225,9 +249,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::barrier(const c10d::BarrierO
                                           c10d::OpType::BARRIER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
+  auto run = [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{}; }, std::vector<at::Tensor>{},
       ::occl::kit::Signature{},
-      [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
+      std::move(run));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -250,9 +275,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::reduce(std::vector<at::Tenso
   for (size_t i0 = 0; i0 < tensors.size(); ++i0) {
     OCCL_MPI_CHECK_REDUCE_OP_SUPPORTS_DTYPE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]), (opts.reduceOp));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(tensors[0]), .count = total_numel(tensors), .root = opts.rootRank, .reduction = ::occl::kit::reduction_label(opts.reduceOp)},
-      [runtime = runtime_.get(), tensors, opts](::occl::kit::OpContext& ctx) { runtime->reduce(ctx, tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::gather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
@@ -299,12 +326,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::gather(std::vector<std::vect
   }
   for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < output_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < output_tensors[i0].size(); ++i1) {
       OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0].numel()), "input_tensors[0].numel()");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensors[0]), .count = input_tensors[0].numel(), .root = opts.rootRank},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->gather(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::scatter(std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
@@ -349,12 +383,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::scatter(std::vector<at::Tens
   }
   for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
     for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
+      OCCL_MPI_CHECK_SAME_DEVICE(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0]), "output_tensors[0]");
+    }
+  }
+  for (size_t i0 = 0; i0 < input_tensors.size(); ++i0) {
+    for (size_t i1 = 0; i1 < input_tensors[i0].size(); ++i1) {
       OCCL_MPI_CHECK_NUMEL_EQUALS(kOp.label, ::occl::kit::CheckLabel("input_tensors", i0, i1), (input_tensors[i0][i1]), (output_tensors[0].numel()), "output_tensors[0].numel()");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return ::occl::kit::flatten(input_tensors); }, output_tensors,
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(output_tensors[0]), .count = output_tensors[0].numel(), .root = opts.rootRank},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->scatter(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::alltoall_base(at::Tensor& output_tensor, at::Tensor& input_tensor, std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
@@ -368,12 +409,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::alltoall_base(at::Tensor& ou
   OCCL_MPI_CHECK_WRITABLE(kOp.label, "output_tensor", (output_tensor));
   OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, "input_tensor", (input_tensor));
   OCCL_MPI_CHECK_SAME_DTYPE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
+  OCCL_MPI_CHECK_SAME_DEVICE(kOp.label, "output_tensor", (output_tensor), (input_tensor), "input_tensor");
   OCCL_MPI_CHECK_SPLIT_SIZES(kOp.label, "input_split_sizes", (input_split_sizes), (input_tensor), "input_tensor");
   OCCL_MPI_CHECK_SPLIT_SIZES(kOp.label, "output_split_sizes", (output_split_sizes), (output_tensor), "output_tensor");
   OCCL_MPI_CHECK_EQUAL_VALUES(kOp.label, "slice_bytes(output_split_sizes, output_tensor, rank, world_size)", (slice_bytes(output_split_sizes, output_tensor, rank, world_size)), (slice_bytes(input_split_sizes, input_tensor, rank, world_size)), "slice_bytes(input_split_sizes, input_tensor, rank, world_size)");
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensor = host.written(output_tensor), input_tensor = host.read(input_tensor), output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{input_tensor}; }, std::vector<at::Tensor>{output_tensor},
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(input_tensor), .bytes_to = bytes_per_slice(input_split_sizes, input_tensor, world_size), .bytes_from = bytes_per_slice(output_split_sizes, output_tensor, world_size)},
-      [runtime = runtime_.get(), output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts](::occl::kit::OpContext& ctx) { runtime->alltoall_base(ctx, output_tensor, input_tensor, output_split_sizes, input_split_sizes, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
@@ -389,8 +433,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::send(std::vector<at::Tensor>
     OCCL_MPI_CHECK_SUPPORTED_DEVICE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_MPI_CHECK_PEER_RANK(kOp.label, "dst_rank", (dst_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
-      [runtime = runtime_.get(), tensors, dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); });
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), dst_rank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dst_rank, tag); };
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors, std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
@@ -409,8 +454,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOcclMpi::recv(std::vector<at::Tensor>
     OCCL_MPI_CHECK_WRITABLE(kOp.label, ::occl::kit::CheckLabel("tensors", i0), (tensors[i0]));
   }
   OCCL_MPI_CHECK_PEER_RANK(kOp.label, "src_rank", (src_rank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors,
-      [runtime = runtime_.get(), tensors, src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); });
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), src_rank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, tensors, src_rank, tag); };
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return tensors; }, tensors, std::move(run), host.copy_back());
 }
 
 }  // namespace occl_mpi

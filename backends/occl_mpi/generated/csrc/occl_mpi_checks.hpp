@@ -5,6 +5,7 @@
 // before an op is queued, so bad arguments raise at the call, on the caller's thread.
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
@@ -24,11 +25,17 @@ using ::occl::kit::total_numel;
 using ::occl::kit::bytes_per_tensor;
 using ::occl::kit::bytes_per_slice;
 
-// Device types the backend accepts (spec: backend.devices).
-inline bool is_supported_device(c10::DeviceType type) {
-  return type == c10::DeviceType::CPU;
+// Devices the backend accepts (spec: backend.devices).
+inline bool is_supported_device(const c10::Device& device) {
+  return device.type() == c10::DeviceType::CPU ||
+         (device.type() == c10::DeviceType::PrivateUse1 && c10::get_privateuse1_backend() == "occldev");
 }
-constexpr const char* kSupportedDevices = "cpu";
+constexpr const char* kSupportedDevices = "cpu, occldev";
+
+// Devices whose tensors the runtime gets as CPU copies (spec: host_addressable: false).
+inline bool is_staged_device([[maybe_unused]] const c10::Device& device) {
+  return (device.type() == c10::DeviceType::PrivateUse1 && c10::get_privateuse1_backend() == "occldev");
+}
 
 // Why reduce op `op` is not defined on `dtype`, or nullptr if it is (spec: support).
 inline const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType dtype) {
@@ -99,11 +106,15 @@ inline const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::Sc
 
 // supported_device: The tensor lives on a device type listed in `backend.devices`.
 #define OCCL_MPI_CHECK_SUPPORTED_DEVICE(op, label, tensor) \
-  TORCH_CHECK(is_supported_device(tensor.device().type()), op, ": ", label, " is on device ", (tensor.device()), ", expected one of: ", (kSupportedDevices))
+  TORCH_CHECK(is_supported_device(tensor.device()), op, ": ", label, " is on device ", (tensor.device()), ", expected one of: ", (kSupportedDevices))
 
 // same_dtype: The tensor has the dtype of a reference tensor (no mixed dtypes in one call).
 #define OCCL_MPI_CHECK_SAME_DTYPE(op, label, tensor, reference, reference_text) \
   TORCH_CHECK(tensor.scalar_type() == reference.scalar_type(), op, ": ", label, " has dtype ", (tensor.scalar_type()), ", expected ", (reference.scalar_type()), " (the dtype of ", reference_text, ")")
+
+// same_device: The tensor is on the device of a reference tensor (no mixed devices in one call).
+#define OCCL_MPI_CHECK_SAME_DEVICE(op, label, tensor, reference, reference_text) \
+  TORCH_CHECK(tensor.device() == reference.device(), op, ": ", label, " is on device ", (tensor.device()), ", expected ", (reference.device()), " (the device of ", reference_text, ")")
 
 // numel_equals: The tensor has exactly the number of elements the op needs.
 #define OCCL_MPI_CHECK_NUMEL_EQUALS(op, label, tensor, expected, expected_text) \

@@ -29,7 +29,7 @@ def make_backend():
 
 def test_module_declares_the_spec():
     assert extension.BACKEND_NAME == "occl_mpi"
-    assert list(extension.DEVICES) == ["cpu"]
+    assert list(extension.DEVICES) == ["cpu", "occldev"]
     assert list(extension.OPS) == ["broadcast", "allreduce", "allgather", "_allgather_base", "reduce_scatter", "_reduce_scatter_base", "barrier", "reduce", "gather", "scatter", "alltoall_base", "send", "recv"]
 
 

@@ -74,9 +74,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::allgather(std::vector<std::vect
       ACME_CHECK_SAME_DTYPE(kOp.label, ::occl::kit::CheckLabel("output_tensors", i0, i1), (output_tensors[i0][i1]), (input_tensors[0]), "input_tensors[0]");
     }
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), output_tensors = host.written(output_tensors), input_tensors = host.read(input_tensors), opts](::occl::kit::OpContext& ctx) { runtime->all_gather(ctx, output_tensors, input_tensors, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return input_tensors; }, ::occl::kit::flatten(output_tensors),
       ::occl::kit::Signature{},
-      [runtime = runtime_.get(), output_tensors, input_tensors, opts](::occl::kit::OpContext& ctx) { runtime->all_gather(ctx, output_tensors, input_tensors, opts); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
@@ -86,9 +88,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::send(std::vector<at::Tensor>& t
   [[maybe_unused]] const int rank = getRank();
   ACME_CHECK_SINGLE_ENTRY(kOp.label, "tensors", (tensors));
   ACME_CHECK_RANK_IN_RANGE(kOp.label, "dstRank", (dstRank));
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), tensors = host.written(tensors), dstRank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dstRank, tag); };
   return engine_->queue(kOp, c10d::kUnsetTimeout, true, [&] { return tensors; }, tensors,
       ::occl::kit::Signature{},
-      [runtime = runtime_.get(), tensors, dstRank, tag](::occl::kit::OpContext& ctx) { runtime->send(ctx, tensors, dstRank, tag); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::barrier(const c10d::BarrierOptions& opts) {
@@ -96,9 +100,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::barrier(const c10d::BarrierOpti
                                           c10d::OpType::BARRIER};
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
+  auto run = [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); };
   return engine_->queue(kOp, opts.timeout, opts.asyncOp, [&] { return std::vector<at::Tensor>{}; }, std::vector<at::Tensor>{},
       ::occl::kit::Signature{},
-      [runtime = runtime_.get(), opts](::occl::kit::OpContext& ctx) { runtime->barrier(ctx, opts); });
+      std::move(run));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs, const c10d::GatherOptions& options) {
@@ -112,9 +117,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::gather(std::vector<std::vector<
   for (size_t i0 = 0; i0 < outputs.size(); ++i0) {
     ACME_CHECK_ONE_PER_RANK(kOp.label, ::occl::kit::CheckLabel("outputs", i0), (outputs[i0]));
   }
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), outputs = host.written(outputs), inputs = host.read(inputs), options](::occl::kit::OpContext& ctx) { runtime->gather(ctx, outputs, inputs, options); };
   return engine_->queue(kOp, options.timeout, options.asyncOp, [&] { return inputs; }, ::occl::kit::flatten(outputs),
       ::occl::kit::Signature{.dtype = ::occl::kit::dtype_label(inputs[0]), .count = inputs[0].numel(), .root = options.rootRank},
-      [runtime = runtime_.get(), outputs, inputs, options](::occl::kit::OpContext& ctx) { runtime->gather(ctx, outputs, inputs, options); });
+      std::move(run), host.copy_back());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::recv(std::vector<at::Tensor>& received, int srcRank, int tag) {
@@ -123,8 +130,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::recv(std::vector<at::Tensor>& r
   [[maybe_unused]] const int world_size = getSize();
   [[maybe_unused]] const int rank = getRank();
   ACME_CHECK_RANK_IN_RANGE(kOp.label, "srcRank", (srcRank));
-  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return received; }, received,
-      [runtime = runtime_.get(), received, srcRank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, received, srcRank, tag); });
+  ::occl::kit::HostTensors host(kOp.label, is_staged_device);
+  auto run = [runtime = runtime_.get(), received = host.written(received), srcRank, tag](::occl::kit::OpContext& ctx) { runtime->recv(ctx, received, srcRank, tag); };
+  return engine_->post(kOp, c10d::kUnsetTimeout, [&] { return received; }, received, std::move(run), host.copy_back());
 }
 
 }  // namespace acme::c10d

@@ -5,6 +5,7 @@
 // before an op is queued, so bad arguments raise at the call, on the caller's thread.
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
@@ -24,11 +25,17 @@ using ::occl::kit::total_numel;
 using ::occl::kit::bytes_per_tensor;
 using ::occl::kit::bytes_per_slice;
 
-// Device types the backend accepts (spec: backend.devices).
-inline bool is_supported_device(c10::DeviceType type) {
-  return type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA;
+// Devices the backend accepts (spec: backend.devices).
+inline bool is_supported_device(const c10::Device& device) {
+  return device.type() == c10::DeviceType::CPU ||
+         device.type() == c10::DeviceType::CUDA;
 }
 constexpr const char* kSupportedDevices = "cpu, cuda";
+
+// Devices whose tensors the runtime gets as CPU copies (spec: host_addressable: false).
+inline bool is_staged_device([[maybe_unused]] const c10::Device& device) {
+  return device.type() == c10::DeviceType::CUDA;
+}
 
 // Why reduce op `op` is not defined on `dtype`, or nullptr if it is (spec: support).
 inline const char* reduce_op_unsupported_reason(const c10d::ReduceOp& op, at::ScalarType dtype) {

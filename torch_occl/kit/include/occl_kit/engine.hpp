@@ -14,6 +14,7 @@
 #include "occl_kit/completion.hpp"
 #include "occl_kit/errors.hpp"
 #include "occl_kit/executor.hpp"
+#include "occl_kit/host_tensors.hpp"
 #include "occl_kit/signature.hpp"
 #include "occl_kit/telemetry.hpp"
 #include "occl_kit/work.hpp"
@@ -129,13 +130,15 @@ class Engine {
   // A collective: runs `run` after every op queued before it, once every rank's `signature`
   // agreed. `timeout` may be c10d::kUnsetTimeout. `async_op` false: the caller waits at once.
   // `outputs`: what the op writes (its future holds them); `inputs`: what it reads, asked for
-  // only while the profiler or OCCL_DEBUG=TRACE wants them.
+  // only while the profiler or OCCL_DEBUG=TRACE wants them. `copy_back` (host_tensors.hpp)
+  // runs once `run` succeeded, before the Work completes.
   c10::intrusive_ptr<Work> queue(const OpInfo& op, std::chrono::milliseconds timeout,
                                  bool async_op, TensorsFn inputs, std::vector<at::Tensor> outputs,
-                                 Signature signature, OpFn run);
+                                 Signature signature, OpFn run, CopyBack copy_back = {});
   // A point-to-point op: runs `run` now; the runtime completes it through ctx.
   c10::intrusive_ptr<Work> post(const OpInfo& op, std::chrono::milliseconds timeout,
-                                TensorsFn inputs, std::vector<at::Tensor> outputs, OpFn run);
+                                TensorsFn inputs, std::vector<at::Tensor> outputs, OpFn run,
+                                CopyBack copy_back = {});
 
   // Between these, every op's Work is collected; end_coalescing returns one Work for all.
   void start_coalescing();
@@ -166,7 +169,7 @@ class Engine {
 
  private:
   void execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
-               Signature& signature, const OpFn& run, Work& work);
+               Signature& signature, const OpFn& run, const CopyBack& copy_back, Work& work);
   // A new Work for op number `sequence` (timed when timing is on, or a hook is set), logged at
   // TRACE and recorded for the profiler when one listens.
   c10::intrusive_ptr<Work> start(const OpInfo& op, uint64_t sequence, bool p2p, bool async_op,
