@@ -53,7 +53,7 @@ def check_kit(package: Path) -> None:
     assert args["include_dirs"] == ["mine", kit.include_dir()], args
     assert Path(kit.include_dir()).resolve().is_relative_to(package), kit.include_dir()
     for header in ("engine.hpp", "work.hpp", "signature.hpp", "completion.hpp", "staging.hpp",
-                   "request.hpp", "library.hpp", "rendezvous.hpp", "reduce.hpp"):
+                   "request.hpp", "library.hpp", "rendezvous.hpp", "reduce.hpp", "host_tensors.hpp"):
         assert (Path(kit.include_dir()) / "occl_kit" / header).is_file(), header
     library = (Path(kit.library_dir()) / f"lib{kit.LIBRARY}.so").resolve()
     assert library.is_relative_to(package), library

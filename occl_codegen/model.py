@@ -99,11 +99,13 @@ CAPABILITIES = (
 #   other_dtype                float64 (float32 if it was float64)
 #   extra_element              one element more
 #   to_meta                    on the meta device
+#   to_other_device            on another device the backend declares (skipped where the
+#                              process knows none: a PrivateUse1 device until its package loads)
 #   set                        the value (an argument or an options field) set to `value`
 #   unsupported_reduce_op      the check's `reduce_op` set to one the tensor's dtype refuses
 VIOLATION_CHANGES = (
     "add_entry", "clear", "to_dense", "to_sparse", "to_sparse_csr", "expand", "other_dtype",
-    "extra_element", "to_meta", "set", "unsupported_reduce_op",
+    "extra_element", "to_meta", "to_other_device", "set", "unsupported_reduce_op",
 )
 
 
@@ -124,7 +126,7 @@ VIOLATION_SUBJECTS = {
     "list": ("add_entry", "clear", "set"),
     "tensor_list": ("add_entry", "clear"),
     "tensor": ("to_dense", "to_sparse", "to_sparse_csr", "expand", "other_dtype",
-               "extra_element", "to_meta", "unsupported_reduce_op"),
+               "extra_element", "to_meta", "to_other_device", "unsupported_reduce_op"),
     "value": ("set",),
 }
 

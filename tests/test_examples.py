@@ -21,14 +21,15 @@ pytestmark = occl_only("compares occl's run of each example with gloo's")
 GLOO_ATTEMPTS = 2
 
 
-def torchrun_example(script: str, backend: str, out: Path, attempts: int = 1) -> str:
-    """examples/`script` under torchrun on 2 ranks of `backend`; its stdout. The run may be tried
-    `attempts` times."""
+def torchrun_example(script: str, backend: str | None, out: Path, attempts: int = 1,
+                     extra: tuple[str, ...] = ()) -> str:
+    """examples/`script` under torchrun on 2 ranks of `backend` (None: the example's choice),
+    with `extra` arguments; its stdout. The run may be tried `attempts` times."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node", "2", str(REPO / "examples" / script),
-               "--backend", backend, "--out", str(out)]
+               *(["--backend", backend] if backend else []), *extra, "--out", str(out)]
     for _ in range(attempts):
         result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
                                 timeout=300)

@@ -51,11 +51,12 @@ def mpirun(ranks: int, command: list[str], timeout: float = 120, cwd: Path = REP
                           timeout=timeout)
 
 
-def scenario(name: str, ranks: int = 2, timeout: float = 120) -> tuple[subprocess.CompletedProcess, list]:
+def scenario(name: str, ranks: int = 2, timeout: float = 120,
+             env: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
     """Runs tests/scripts/mpi_rank.py's scenario; every rank's RESULT, in rank order (each rank
     prints one, and mpirun forwards them tagged with the rank)."""
     result = mpirun(ranks, ["--tag-output", sys.executable, str(RANK_SCRIPT), name],
-                    timeout=timeout)
+                    timeout=timeout, env=env)
     seen = {}
     for line in result.stdout.splitlines():
         match = re.match(r"\[\d+,(\d+)\]<stdout>:\s?RESULT (.*)$", line)
@@ -94,10 +95,12 @@ def _outcomes(reports: Path) -> dict[str, dict[str, str]]:
 def test_generated_suite_passes_under_mpirun(ranks, tmp_path):
     """Every rank runs the generated suite (its cases of this world size, every bad input, the
     mismatches and the timeout) and everything that runs passes; mpirun exits cleanly, so every
-    rank finalized MPI, the one whose collective timed out too."""
+    rank finalized MPI, the one whose collective timed out too. The ranks import occl_device as
+    well, so the bad inputs that mix devices have a second device to put a tensor on."""
     result = mpirun(ranks, ["sh", "-c", f"exec {sys.executable} -m pytest generated/tests -q"
                             f" -p no:cacheprovider --junitxml={tmp_path}/rank$OMPI_COMM_WORLD_RANK.xml"],
-                    timeout=900, cwd=BACKEND)
+                    timeout=900, cwd=BACKEND,
+                    env={"CONFORMANCE_PACKAGES": "occl_mpi,occl_device"})
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     outcomes = _outcomes(tmp_path)
     assert len(outcomes) == ranks
@@ -227,6 +230,18 @@ def test_what_torch_s_tools_read_comes_from_the_kit():
     result, seen = scenario("telemetry")
     assert result.returncode == 0, result.stderr[-3000:]
     assert seen == [{"sequence": 2, "hooked": [0, 1], "timed": True}] * 2
+
+
+@pytest.mark.parametrize("host_addressable", ["1", "0"])
+def test_every_op_on_a_device_s_tensors_is_staged_through_cpu_copies(host_addressable):
+    """occl_mpi's spec declares occldev not host-addressable, so its runtime gets CPU copies. In
+    the device's mode 0 its pointers fault when dereferenced: only staging passes there."""
+    result, seen = scenario("device_ops", env={"OCCL_DEVICE_HOST_ADDRESSABLE": host_addressable})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    import occl_mpi
+
+    expected = {"covered": sorted(occl_mpi._C.OPS), "host_addressable": host_addressable == "1"}
+    assert [{**rank, "covered": sorted(rank["covered"])} for rank in seen] == [expected] * 2
 
 
 def test_ddp_example_trains_as_on_gloo(tmp_path):

@@ -350,6 +350,20 @@ BAD_INPUTS = (
         method='allgather',
         semantics='allgather',
         args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=9,
+        check='same_device',
+        subject='tensor',
+        on='output_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='allgather',
+        label='occl.allgather',
+        method='allgather',
+        semantics='allgather',
+        args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
         index=10,
         check='numel_equals',
         subject='tensor',
@@ -436,6 +450,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'input_tensor'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='_allgather_base',
+        label='occl._allgather_base',
+        method='_allgather_base',
+        semantics='allgather_base',
+        args=(('output_tensor', 'tensor'), ('input_tensor', 'tensor'), ('opts', 'options')),
+        index=6,
+        check='same_device',
+        subject='tensor',
+        on='output_tensor',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensor'),),
+        change='to_other_device',
     ),
     BadInput(
         op='_allgather_base',
@@ -575,6 +603,20 @@ BAD_INPUTS = (
         method='reduce_scatter',
         semantics='reduce_scatter',
         args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
+        index=9,
+        check='same_device',
+        subject='tensor',
+        on='input_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'output_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='reduce_scatter',
+        label='occl.reduce_scatter',
+        method='reduce_scatter',
+        semantics='reduce_scatter',
+        args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
         index=10,
         check='numel_equals',
         subject='tensor',
@@ -682,6 +724,20 @@ BAD_INPUTS = (
         method='_reduce_scatter_base',
         semantics='reduce_scatter_base',
         args=(('output_tensor', 'tensor'), ('input_tensor', 'tensor'), ('opts', 'options')),
+        index=6,
+        check='same_device',
+        subject='tensor',
+        on='input_tensor',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'output_tensor'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='_reduce_scatter_base',
+        label='occl._reduce_scatter_base',
+        method='_reduce_scatter_base',
+        semantics='reduce_scatter_base',
+        args=(('output_tensor', 'tensor'), ('input_tensor', 'tensor'), ('opts', 'options')),
         index=7,
         check='numel_equals',
         subject='tensor',
@@ -769,6 +825,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'tensors[0]'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='allreduce_coalesced',
+        label='occl.allreduce_coalesced',
+        method='allreduce_coalesced',
+        semantics='allreduce_coalesced',
+        args=(('tensors', 'tensor_list'), ('opts', 'options')),
+        index=5,
+        check='same_device',
+        subject='tensor',
+        on='tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'tensors[0]'),),
+        change='to_other_device',
     ),
     BadInput(
         op='allreduce_coalesced',
@@ -1056,6 +1126,20 @@ BAD_INPUTS = (
         method='allgather_coalesced',
         semantics='allgather_coalesced',
         args=(('output_tensor_lists', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=9,
+        check='same_device',
+        subject='tensor',
+        on='input_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='allgather_coalesced',
+        label='occl.allgather_coalesced',
+        method='allgather_coalesced',
+        semantics='allgather_coalesced',
+        args=(('output_tensor_lists', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
         index=10,
         check='same_dtype',
         subject='tensor',
@@ -1063,6 +1147,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'input_tensors[i1]'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='allgather_coalesced',
+        label='occl.allgather_coalesced',
+        method='allgather_coalesced',
+        semantics='allgather_coalesced',
+        args=(('output_tensor_lists', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=11,
+        check='same_device',
+        subject='tensor',
+        on='output_tensor_lists',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[i1]'),),
+        change='to_other_device',
     ),
     BadInput(
         op='allgather_coalesced',
@@ -1170,6 +1268,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'inputs[i0]'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='allgather_into_tensor_coalesced',
+        label='occl.allgather_into_tensor_coalesced',
+        method='allgather_into_tensor_coalesced',
+        semantics='allgather_into_tensor_coalesced',
+        args=(('outputs', 'tensor_list'), ('inputs', 'tensor_list'), ('opts', 'options')),
+        index=7,
+        check='same_device',
+        subject='tensor',
+        on='outputs',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'inputs[i0]'),),
+        change='to_other_device',
     ),
     BadInput(
         op='allgather_into_tensor_coalesced',
@@ -1338,6 +1450,20 @@ BAD_INPUTS = (
         method='gather',
         semantics='gather',
         args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=11,
+        check='same_device',
+        subject='tensor',
+        on='output_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='gather',
+        label='occl.gather',
+        method='gather',
+        semantics='gather',
+        args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
         index=12,
         check='numel_equals',
         subject='tensor',
@@ -1499,6 +1625,20 @@ BAD_INPUTS = (
         method='scatter',
         semantics='scatter',
         args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
+        index=11,
+        check='same_device',
+        subject='tensor',
+        on='input_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'output_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='scatter',
+        label='occl.scatter',
+        method='scatter',
+        semantics='scatter',
+        args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
         index=12,
         check='numel_equals',
         subject='tensor',
@@ -1606,6 +1746,20 @@ BAD_INPUTS = (
         method='reduce_scatter_tensor_coalesced',
         semantics='reduce_scatter_tensor_coalesced',
         args=(('outputs', 'tensor_list'), ('inputs', 'tensor_list'), ('opts', 'options')),
+        index=7,
+        check='same_device',
+        subject='tensor',
+        on='inputs',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'outputs[i0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='reduce_scatter_tensor_coalesced',
+        label='occl.reduce_scatter_tensor_coalesced',
+        method='reduce_scatter_tensor_coalesced',
+        semantics='reduce_scatter_tensor_coalesced',
+        args=(('outputs', 'tensor_list'), ('inputs', 'tensor_list'), ('opts', 'options')),
         index=8,
         check='numel_equals',
         subject='tensor',
@@ -1706,6 +1860,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'input_tensor'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='alltoall_base',
+        label='occl.alltoall_base',
+        method='alltoall_base',
+        semantics='alltoall_base',
+        args=(('output_tensor', 'tensor'), ('input_tensor', 'tensor'), ('output_split_sizes', 'int_list'), ('input_split_sizes', 'int_list'), ('opts', 'options')),
+        index=6,
+        check='same_device',
+        subject='tensor',
+        on='output_tensor',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensor'),),
+        change='to_other_device',
     ),
     BadInput(
         op='alltoall_base',
@@ -1862,6 +2030,20 @@ BAD_INPUTS = (
         method='alltoall',
         semantics='alltoall',
         args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=8,
+        check='same_device',
+        subject='tensor',
+        on='input_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='alltoall',
+        label='occl.alltoall',
+        method='alltoall',
+        semantics='alltoall',
+        args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
         index=9,
         check='same_dtype',
         subject='tensor',
@@ -1869,6 +2051,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'input_tensors[0]'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='alltoall',
+        label='occl.alltoall',
+        method='alltoall',
+        semantics='alltoall',
+        args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=10,
+        check='same_device',
+        subject='tensor',
+        on='output_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[0]'),),
+        change='to_other_device',
     ),
     BadInput(
         op='alltoall',
@@ -2061,59 +2257,3 @@ BAD_INPUTS = (
 @pytest.mark.parametrize("bad", BAD_INPUTS, ids=str)
 def test_bad_input_raises_its_message_and_the_group_still_works(bad, conformance):
     conformance.check_bad_input(bad)
-
-
-def test_bad_input_allgather_9_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor allgather\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_allgather_base_6_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor _allgather_base\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_reduce_scatter_9_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor reduce_scatter\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_reduce_scatter_base_6_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor _reduce_scatter_base\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_allreduce_coalesced_5_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor allreduce_coalesced\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_allgather_coalesced_9_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor allgather_coalesced\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_allgather_coalesced_11_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor allgather_coalesced\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_allgather_into_tensor_coalesced_7_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor allgather_into_tensor_coalesced\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_gather_11_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor gather\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_scatter_11_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor scatter\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_reduce_scatter_tensor_coalesced_7_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor reduce_scatter_tensor_coalesced\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_alltoall_base_6_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor alltoall_base\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_alltoall_8_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor alltoall\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_alltoall_10_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor alltoall\u0027s use of it (violate:) says how to break it")

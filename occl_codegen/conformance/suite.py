@@ -36,7 +36,7 @@ import pytest
 
 from .cases import SPEC_SOURCE, Case, Declaration
 from .pool import DistPool
-from .violations import BadInput, base_case, call_bad_input
+from .violations import BadInput, base_case, call_bad_input, devices_besides_cpu
 
 GROUP_TIMEOUT = float(os.environ.get("CONFORMANCE_GROUP_TIMEOUT", "15"))
 CAPABILITY_TABLES = Path(__file__).parent / "capabilities"
@@ -440,6 +440,12 @@ class Conformance:
         case = base_case(bad, declaration, self.launched_size)
         if case.world_size < 2:
             pytest.skip(f"the launcher started {case.world_size} rank; bad inputs need peers")
+        if bad.change == "to_other_device" and not all(
+                self.ranks.call(case.world_size, devices_besides_cpu, declaration)):
+            pytest.skip(f"{self.target.backend}: no call can mix devices here, as the ranks know"
+                        f" no device of its ({', '.join(declaration.devices)}) but cpu (a"
+                        " PrivateUse1 device is known once its package is imported:"
+                        " CONFORMANCE_PACKAGES)")
         results = self.ranks.call(case.world_size, bad_input_then_good_call, bad, declaration)
         problems = []
         for rank, ((verdict, seen, expected), (_, good)) in enumerate(results):

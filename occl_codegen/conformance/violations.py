@@ -169,7 +169,7 @@ def _break(bad: BadInput, args: dict, python: dict, declaration: Declaration) ->
         binding = dict(bad.bindings)["reduce_op"]
         _assign(args, binding, _unsupported_reduce_op(value.dtype, declaration))
         return _Where(label, value, indices)
-    changed = _changed(bad.change, value, kind, depth, args)
+    changed = _changed(bad.change, value, kind, depth, args, declaration)
     if container is None:
         args[bad.on] = changed
     else:
@@ -177,7 +177,7 @@ def _break(bad: BadInput, args: dict, python: dict, declaration: Declaration) ->
     return _Where(label, changed, indices)
 
 
-def _changed(change: str, value, kind: str, depth: int, args: dict):
+def _changed(change: str, value, kind: str, depth: int, args: dict, declaration: Declaration):
     import torch
 
     if change == "add_entry":
@@ -198,7 +198,32 @@ def _changed(change: str, value, kind: str, depth: int, args: dict):
         return value.new_zeros(value.numel() + 1)
     if change == "to_meta":
         return torch.empty_like(value, device="meta")
+    if change == "to_other_device":
+        others = other_devices(declaration, value.device.type)
+        assert others, f"{declaration.backend} has no device here but {value.device.type}"
+        return value.to(others[0])
     raise AssertionError(f"change {change!r} does not apply to a tensor or list")
+
+
+def other_devices(declaration: Declaration, device_type: str) -> list[str]:
+    """The devices the backend declares, other than `device_type`, that torch knows in this
+    process (a PrivateUse1 device only once its package is imported)."""
+    import torch
+
+    known = []
+    for device in declaration.devices:
+        try:
+            torch.device(device)
+        except RuntimeError:
+            continue
+        if device != device_type:
+            known.append(device)
+    return known
+
+
+def devices_besides_cpu(rank: int, world_size: int, declaration: Declaration) -> list[str]:
+    """On a rank: the devices it knows, besides cpu, that a to_other_device change may use."""
+    return other_devices(declaration, "cpu")
 
 
 def _entry_like(entries: list, of_lists: bool, args: dict):

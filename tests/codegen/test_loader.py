@@ -443,7 +443,7 @@ BROKEN_SPECS = {
         "    violation: {change: shred}\n",
         "spec.yaml:41: checks.dense.violation.change: unknown change 'shred' (expected one of:"
         " add_entry, clear, to_dense, to_sparse, to_sparse_csr, expand, other_dtype, extra_element,"
-        " to_meta, set, unsupported_reduce_op)",
+        " to_meta, to_other_device, set, unsupported_reduce_op)",
     ),
     "a set violation without its value": (
         "    violation: {change: set, value: world_size}\n",
@@ -473,7 +473,7 @@ BROKEN_SPECS = {
         "    violation: {change: add_entry}\n",
         "spec.yaml:41: checks.dense.violation.change: change 'add_entry' does not apply to a tensor"
         " subject (it takes: to_dense, to_sparse, to_sparse_csr, expand, other_dtype, extra_element,"
-        " to_meta, unsupported_reduce_op)",
+        " to_meta, to_other_device, unsupported_reduce_op)",
     ),
     "an option's python without a python_package": (
         "  python_package: acme_dist\n  python_hooks: acme_dist.hooks\n",

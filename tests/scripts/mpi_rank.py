@@ -194,6 +194,24 @@ def telemetry() -> None:
     dist.destroy_process_group()
 
 
+def device_ops() -> None:
+    """Every op of occl_mpi's on occldev tensors, which its spec says are not host-addressable:
+    the generated backend stages them through CPU copies (in either of the device's memory modes,
+    which the test sets; in mode 0 a pointer used directly would fault)."""
+    import torch
+
+    import occl_device
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from device_ops import check_every_op
+
+    import occl_mpi
+
+    dist = init()
+    covered = check_every_op(torch.device("occldev", dist.get_rank()), occl_mpi._C.OPS)
+    report({"covered": covered, "host_addressable": occl_device.host_addressable()})
+
+
 SCENARIOS = {
     "subgroups": subgroups,
     "swapped_ranks": swapped_ranks,
@@ -205,6 +223,7 @@ SCENARIOS = {
     "aborted": aborted,
     "member_missing": member_missing,
     "telemetry": telemetry,
+    "device_ops": device_ops,
 }
 
 if __name__ == "__main__":

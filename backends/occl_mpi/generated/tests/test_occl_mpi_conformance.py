@@ -327,6 +327,20 @@ BAD_INPUTS = (
         method='allgather',
         semantics='allgather',
         args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=9,
+        check='same_device',
+        subject='tensor',
+        on='output_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='allgather',
+        label='occl_mpi.allgather',
+        method='allgather',
+        semantics='allgather',
+        args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
         index=10,
         check='numel_equals',
         subject='tensor',
@@ -413,6 +427,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'input_tensor'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='_allgather_base',
+        label='occl_mpi._allgather_base',
+        method='_allgather_base',
+        semantics='allgather_base',
+        args=(('output_tensor', 'tensor'), ('input_tensor', 'tensor'), ('opts', 'options')),
+        index=6,
+        check='same_device',
+        subject='tensor',
+        on='output_tensor',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensor'),),
+        change='to_other_device',
     ),
     BadInput(
         op='_allgather_base',
@@ -552,6 +580,20 @@ BAD_INPUTS = (
         method='reduce_scatter',
         semantics='reduce_scatter',
         args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
+        index=9,
+        check='same_device',
+        subject='tensor',
+        on='input_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'output_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='reduce_scatter',
+        label='occl_mpi.reduce_scatter',
+        method='reduce_scatter',
+        semantics='reduce_scatter',
+        args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
         index=10,
         check='numel_equals',
         subject='tensor',
@@ -652,6 +694,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'output_tensor'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='_reduce_scatter_base',
+        label='occl_mpi._reduce_scatter_base',
+        method='_reduce_scatter_base',
+        semantics='reduce_scatter_base',
+        args=(('output_tensor', 'tensor'), ('input_tensor', 'tensor'), ('opts', 'options')),
+        index=6,
+        check='same_device',
+        subject='tensor',
+        on='input_tensor',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'output_tensor'),),
+        change='to_other_device',
     ),
     BadInput(
         op='_reduce_scatter_base',
@@ -928,6 +984,20 @@ BAD_INPUTS = (
         method='gather',
         semantics='gather',
         args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
+        index=11,
+        check='same_device',
+        subject='tensor',
+        on='output_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='gather',
+        label='occl_mpi.gather',
+        method='gather',
+        semantics='gather',
+        args=(('output_tensors', 'tensor_list_list'), ('input_tensors', 'tensor_list'), ('opts', 'options')),
         index=12,
         check='numel_equals',
         subject='tensor',
@@ -1089,6 +1159,20 @@ BAD_INPUTS = (
         method='scatter',
         semantics='scatter',
         args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
+        index=11,
+        check='same_device',
+        subject='tensor',
+        on='input_tensors',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'output_tensors[0]'),),
+        change='to_other_device',
+    ),
+    BadInput(
+        op='scatter',
+        label='occl_mpi.scatter',
+        method='scatter',
+        semantics='scatter',
+        args=(('output_tensors', 'tensor_list'), ('input_tensors', 'tensor_list_list'), ('opts', 'options')),
         index=12,
         check='numel_equals',
         subject='tensor',
@@ -1175,6 +1259,20 @@ BAD_INPUTS = (
         message='{label} has dtype {tensor.scalar_type()}, expected {reference.scalar_type()} (the dtype of {reference!text})',
         bindings=(('reference', 'input_tensor'),),
         change='other_dtype',
+    ),
+    BadInput(
+        op='alltoall_base',
+        label='occl_mpi.alltoall_base',
+        method='alltoall_base',
+        semantics='alltoall_base',
+        args=(('output_tensor', 'tensor'), ('input_tensor', 'tensor'), ('output_split_sizes', 'int_list'), ('input_split_sizes', 'int_list'), ('opts', 'options')),
+        index=6,
+        check='same_device',
+        subject='tensor',
+        on='output_tensor',
+        message='{label} is on device {tensor.device()}, expected {reference.device()} (the device of {reference!text})',
+        bindings=(('reference', 'input_tensor'),),
+        change='to_other_device',
     ),
     BadInput(
         op='alltoall_base',
@@ -1345,31 +1443,3 @@ BAD_INPUTS = (
 @pytest.mark.parametrize("bad", BAD_INPUTS, ids=str)
 def test_bad_input_raises_its_message_and_the_group_still_works(bad, conformance):
     conformance.check_bad_input(bad)
-
-
-def test_bad_input_allgather_9_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor allgather\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_allgather_base_6_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor _allgather_base\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_reduce_scatter_9_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor reduce_scatter\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_reduce_scatter_base_6_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor _reduce_scatter_base\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_gather_11_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor gather\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_scatter_11_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor scatter\u0027s use of it (violate:) says how to break it")
-
-
-def test_bad_input_alltoall_base_6_same_device_not_covered():
-    pytest.skip("neither check same_device (violation:) nor alltoall_base\u0027s use of it (violate:) says how to break it")
