@@ -14,6 +14,14 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 ROOT = Path(__file__).parent.resolve()
 SOURCES = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "csrc").glob("*.cpp"))
 
+class KeptObjectsBuildExtension(BuildExtension):
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        # One object folder for every form of the build (pip's editable build would pick a fresh
+        # temporary one each time): ninja then recompiles only what changed.
+        self.build_temp = str(ROOT / "build" / "objects")
+
+
 setup(
     ext_modules=[
         CppExtension(
@@ -22,5 +30,5 @@ setup(
             extra_compile_args=["-O2", "-g0"],
         )
     ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": KeptObjectsBuildExtension.with_options(use_ninja=True)},
 )

@@ -27,7 +27,7 @@ from torch.testing._internal.common_distributed import MultiProcessTestCase
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from device_ops import check_every_op  # noqa: E402
-from test_examples import GLOO_ATTEMPTS, torchrun_example  # noqa: E402
+from test_examples import GLOO_ATTEMPTS, assert_trains_as, torchrun_example  # noqa: E402
 
 TIMEOUT = datetime.timedelta(seconds=60)
 
@@ -127,21 +127,12 @@ class OcclOnDeviceTest(MultiProcessTestCase):
 def test_ddp_trains_on_the_device_as_on_cpu_with_gloo(tmp_path):
     """examples/ddp_train.py on occldev (the backend resolved from device_id: occl) ends with the
     parameters and losses of the same training on CPU over gloo."""
-    runs = {}
     stdout = torchrun_example("ddp_train.py", None, tmp_path / "device.json",
                               extra=("--device", "occldev"))
     assert "2 ranks on occldev, backend occl: final loss" in stdout, stdout
     torchrun_example("ddp_train.py", "gloo", tmp_path / "gloo.json", attempts=GLOO_ATTEMPTS)
-    for name in ("device", "gloo"):
-        runs[name] = json.loads((tmp_path / f"{name}.json").read_text())
-    device, gloo = runs["device"], runs["gloo"]
-    assert device["losses"][-1] < 0.8 * device["losses"][0], "the example did not train"
-    torch.testing.assert_close(torch.tensor(device["losses"]), torch.tensor(gloo["losses"]),
-                               rtol=1e-5, atol=1e-6)
-    assert device["params"].keys() == gloo["params"].keys()
-    for name, values in gloo["params"].items():
-        torch.testing.assert_close(torch.tensor(device["params"][name]), torch.tensor(values),
-                                   rtol=1e-5, atol=1e-6)
+    runs = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("device", "gloo")}
+    assert_trains_as(runs["device"], runs["gloo"], "DDP on occldev")
 
 
 def test_generated_suite_mixes_devices_where_the_ranks_know_occldev():

@@ -38,6 +38,19 @@ def torchrun_example(script: str, backend: str | None, out: Path, attempts: int 
     raise AssertionError(f"{' '.join(command)}\n{result.stdout}\n{result.stderr}")
 
 
+def assert_trains_as(run: dict, reference: dict, what: str) -> None:
+    """`run` (an example's --out JSON) trained, and ended with `reference`'s losses and
+    parameters, within float32 rounding of the same ops."""
+    assert run["losses"][-1] < 0.8 * run["losses"][0], f"{what} did not train"
+    torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(reference["losses"]),
+                               rtol=1e-5, atol=1e-6)
+    assert run["params"].keys() == reference["params"].keys()
+    for name, values in reference["params"].items():
+        torch.testing.assert_close(torch.tensor(run["params"][name]), torch.tensor(values),
+                                   rtol=1e-5, atol=1e-6,
+                                   msg=lambda m, name=name: f"{what}: parameter {name}: {m}")
+
+
 @pytest.mark.parametrize("script", ["ddp_train.py", "fsdp2_train.py"])
 def test_example_trains_as_on_gloo(script, tmp_path):
     runs = {}
@@ -46,12 +59,4 @@ def test_example_trains_as_on_gloo(script, tmp_path):
                                   attempts=GLOO_ATTEMPTS if backend == "gloo" else 1)
         assert f"2 ranks, backend {backend}: final loss" in stdout, stdout
         runs[backend] = json.loads((tmp_path / f"{backend}.json").read_text())
-    occl, gloo = runs["occl"], runs["gloo"]
-    assert occl["losses"][-1] < 0.8 * occl["losses"][0], "the example did not train"
-    torch.testing.assert_close(torch.tensor(occl["losses"]), torch.tensor(gloo["losses"]),
-                               rtol=1e-5, atol=1e-6)
-    assert occl["params"].keys() == gloo["params"].keys()
-    for name in gloo["params"]:
-        torch.testing.assert_close(torch.tensor(occl["params"][name]),
-                                   torch.tensor(gloo["params"][name]), rtol=1e-5, atol=1e-6,
-                                   msg=lambda m, name=name: f"{script}: parameter {name}: {m}")
+    assert_trains_as(runs["occl"], runs["gloo"], script)

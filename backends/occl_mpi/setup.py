@@ -36,6 +36,14 @@ SOURCES = sorted(str(path.relative_to(ROOT)) for folder in ("generated/csrc", "r
                  for path in (ROOT / folder).glob("*.cpp"))
 MPI_LIBRARY_DIRS = mpi_flags("libdirs")
 
+class KeptObjectsBuildExtension(BuildExtension):
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        # One object folder for every form of the build (pip's editable build would pick a fresh
+        # temporary one each time): ninja then recompiles only what changed.
+        self.build_temp = str(ROOT / "build" / "objects")
+
+
 setup(
     ext_modules=[
         CppExtension(
@@ -51,5 +59,5 @@ setup(
                 extra_link_args=[f"-Wl,-rpath,{d}" for d in MPI_LIBRARY_DIRS]),
         )
     ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": KeptObjectsBuildExtension.with_options(use_ninja=True)},
 )
