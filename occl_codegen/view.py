@@ -181,6 +181,7 @@ class View:
     staged_device_matches: tuple[str, ...]
     capabilities: tuple[tuple[str, str], ...]  # (C++ method, "true"/"false")
     coalescing: bool  # generate startCoalescing/endCoalescing (capability supportsCoalescing)
+    splitting: bool  # generate split() and the runtime's split (capability supportsSplitting)
     python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
     runtime_namespace: str
     agreement: str  # C++ bool: backend.runtime.agreement
@@ -589,6 +590,7 @@ def build_view(spec: Spec, layout: Layout) -> View:
             _device_match(device) for device in backend.devices if not device.host_addressable),
         capabilities=tuple((name, "true" if value else "false") for name, value in backend.capabilities),
         coalescing=dict(backend.capabilities).get("supportsCoalescing", False),
+        splitting=dict(backend.capabilities).get("supportsSplitting", False),
         python_capabilities=tuple(
             (_PYTHON_CAPABILITIES[name], value) for name, value in backend.capabilities
         ),

@@ -7,11 +7,24 @@ namespace occl {
 
 ProcessGroupOCCL::Options::Options() : c10d::Backend::Options("occl") {}
 
+namespace {
+
+::occl::runtime::Config config_of(const ProcessGroupOCCL::Options& options) {
+  return {options.timeout, options.group_name, options.global_ranks_in_group,
+      options.bind_address};
+}
+
+}  // namespace
+
 ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     int size, c10::intrusive_ptr<Options> options)
-    : c10d::Backend(rank, size), options_(std::move(options)) {
-  runtime_ = ::occl::runtime::connect(store, rank, size, {options_->timeout,
-      options_->group_name, options_->global_ranks_in_group, options_->bind_address});
+    : ProcessGroupOCCL(store, rank, size, options,
+          ::occl::runtime::connect(store, rank, size, config_of(*options))) {}
+
+ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+    int size, c10::intrusive_ptr<Options> options,
+    std::unique_ptr<::occl::runtime::Runtime> runtime)
+    : c10d::Backend(rank, size), options_(std::move(options)), runtime_(std::move(runtime)) {
   engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"occl", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},
@@ -28,7 +41,7 @@ c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupOCCL::getBackendOptions()
 
 bool ProcessGroupOCCL::supportsCoalescing() const { return true; }
 
-bool ProcessGroupOCCL::supportsSplitting() const { return false; }
+bool ProcessGroupOCCL::supportsSplitting() const { return true; }
 
 bool ProcessGroupOCCL::supportsTimeEstimation() const { return false; }
 
@@ -57,6 +70,24 @@ void ProcessGroupOCCL::startCoalescing() { engine_->start_coalescing(); }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::endCoalescing() {
   return engine_->end_coalescing();
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupOCCL::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  const auto subgroup = ::occl::kit::plan_subgroup("occl.split", ranks, getRank(),
+      getSize(), options_->global_ranks_in_group);
+  // This group's own options (torch hands split() only the base class's fields), with what
+  // torch chose for the subgroup.
+  auto options = c10::make_intrusive<Options>(*options_);
+  options->timeout = opts->timeout;
+  options->group_name = opts->group_name;
+  options->group_desc = opts->group_desc;
+  options->global_ranks_in_group = subgroup.global_ranks;
+  auto runtime = runtime_->split(subgroup, config_of(*options));
+  if (!runtime) return nullptr;
+  return c10::make_intrusive<ProcessGroupOCCL>(store, subgroup.rank, subgroup.size(),
+      std::move(options), std::move(runtime));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {

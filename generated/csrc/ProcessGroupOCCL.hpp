@@ -29,6 +29,10 @@ class ProcessGroupOCCL : public c10d::Backend {
   // Connects to every other rank of the group through `store` before it returns.
   ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
       c10::intrusive_ptr<Options> options);
+  // Runs over `runtime`, connected already (split() makes one).
+  ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      c10::intrusive_ptr<Options> options,
+      std::unique_ptr<::occl::runtime::Runtime> runtime);
   ~ProcessGroupOCCL() override;
 
   const std::string getBackendName() const override;
@@ -51,6 +55,11 @@ class ProcessGroupOCCL : public c10d::Backend {
   // Between these, every op's Work is collected; endCoalescing returns one Work for all of them.
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // The subgroup of `ranks` (ranks of this group), formed by the runtime's split() from this
+  // group's links; nullptr on the ranks not in it. Every rank of this group calls it.
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+      const std::vector<int>& ranks,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
 
   // Copies the root rank's tensor into the tensor of every other rank.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;

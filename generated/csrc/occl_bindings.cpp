@@ -23,6 +23,10 @@ PYBIND11_MODULE(_C, module) {
   py::class_<Backend::Options, c10d::Backend::Options, c10::intrusive_ptr<Backend::Options>>(
       backend, "Options")
       .def(py::init([] { return c10::make_intrusive<Backend::Options>(); }))
+      // torch's split_group deep-copies the parent's options.
+      .def("__deepcopy__", [](const Backend::Options& self, const py::dict&) {
+        return c10::make_intrusive<Backend::Options>(self);
+      })
       .def_readwrite("bind_address", &Backend::Options::bind_address,
                      "Address this rank's listening socket binds to; peers connect to it.")
       ;
@@ -34,6 +38,8 @@ PYBIND11_MODULE(_C, module) {
       }),
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
       py::call_guard<py::gil_scoped_release>());
+  // What the group was made with (torch's split_group starts the subgroup's options from it).
+  backend.def_property_readonly("options", &Backend::getBackendOptions);
 
   // torch's Backend binding lacks some ops (the *_coalesced ones); bind those, so every op of the
   // spec can be called from Python.
@@ -117,6 +123,12 @@ PYBIND11_MODULE(_C, module) {
     backend.def("recv_anysource", &Backend::recvAnysource,
                 py::call_guard<py::gil_scoped_release>());
   }
+
+  // torch's new_group calls this on the ranks left out of a new group when the default group's
+  // backend supports splitting (NCCL's comm split is collective over the parent). The members
+  // form their group through the factory and the store, without this group: the ranks left out
+  // have no part to take.
+  backend.def("perform_nocolor_split", [](Backend&, const c10::Device&) {}, py::arg("device"));
 
   // What else the runtime offers Python (spec: backend.runtime.python_extensions).
   ::occl::runtime::bind_extensions(module);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "occl_kit/engine.hpp"
+#include "occl_kit/subgroup.hpp"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -77,6 +78,12 @@ class Runtime : public ::occl::kit::Runtime {
   virtual void recv(::occl::kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank, int tag) = 0;
   // recvAnysource: Receives the first tensor any rank sends with the tag; the Work reports the sender's rank.
   virtual void recv_anysource(::occl::kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int tag) = 0;
+
+  // The runtime of `subgroup` (capability supportsSplitting), formed from what this group has
+  // rather than through a store; nullptr on ranks not in it. Every rank of this group calls it,
+  // its splits in the same order.
+  virtual std::unique_ptr<Runtime> split(const ::occl::kit::Subgroup& subgroup,
+                                         const Config& config) = 0;
 };
 
 // Connects to every other rank of the group through `store` before it returns.

@@ -4,6 +4,7 @@
 #include "transport/bootstrap.hpp"
 #include "transport/mesh.hpp"
 #include "transport/p2p.hpp"
+#include "transport/subgroup.hpp"
 
 #include <c10/util/Exception.h>
 
@@ -16,6 +17,8 @@ namespace {
 constexpr auto kReportFlush = std::chrono::milliseconds(200);
 // The latter is longer: a rank that waits too started its op later by as much as it lags.
 constexpr auto kPeerReportGrace = std::chrono::seconds(1);
+// Where the tags of subgroups' messages on a group's p2p links begin: past every user tag (int).
+constexpr int64_t kSubgroupTags = int64_t{1} << 40;
 
 // "group G (rank r of n; global ranks ...)", as the kit's errors name it.
 std::string group(const Config& config, int rank, int size) {
@@ -30,41 +33,77 @@ std::unique_ptr<Runtime> connect(const c10::intrusive_ptr<c10d::Store>& store, i
 }
 
 MeshRuntime::MeshRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                         const Config& config) {
+                         const Config& config)
+    : where_(group(config, rank, size)) {
   try {
     // Collectives and point-to-point messages travel on links of their own: p2p messages arrive
     // in any order and must never sit in the way of a collective's frames. Collectives between
     // ranks on one host go through shared memory; their sockets then only signal liveness.
     const size_t send_buffer = Tuning::get().loopback_send_buffer_bytes;
     transport::Bootstrap bootstrap(store, rank, size, config.timeout);
-    auto sockets = bootstrap.connect_group({config.bind_address, "collective", send_buffer});
+    auto collective = bootstrap.connect_group({config.bind_address, "collective", send_buffer});
     auto shm = transport::connect_shared_memory(
         bootstrap, {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes});
-    mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(sockets), std::move(shm.links));
-    // Large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
-    std::optional<transport::PeerMemory> peer_memory;
-    if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
-    p2p_ = std::make_unique<transport::P2PEngine>(
-        rank, size, bootstrap.connect_group({config.bind_address, "p2p", send_buffer}),
-        std::move(peer_memory), Tuning::get().single_copy_min_bytes,
-        [mesh = std::weak_ptr<transport::Mesh>(mesh_)](int peer, const std::string& report) {
-          if (auto alive = mesh.lock()) alive->peer_gave_up(peer, report);
-        });
+    auto p2p = bootstrap.connect_group({config.bind_address, "p2p", send_buffer});
+    start(rank, size, {std::move(collective), std::move(p2p), std::move(shm)});
     bootstrap.finish();
-    if (kit::debug_level("occl") >= kit::DebugLevel::Info) {
-      log_choices(group(config, rank, size), shm.single_copies_off);
-    }
   } catch (const transport::TransportError& e) {
-    C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + group(config, rank, size) + ": " + e.what());
+    C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + where_ + ": " + e.what());
   } catch (const c10::DistStoreError& e) {
-    C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + group(config, rank, size) +
+    C10_THROW_ERROR(DistBackendError, "occl: cannot connect " + where_ +
                                           ", the store failed: " + e.what_without_backtrace());
+  }
+}
+
+MeshRuntime::MeshRuntime(const kit::Subgroup& subgroup, transport::SubgroupLinks links,
+                         const Config& config)
+    : where_(group(config, subgroup.rank, subgroup.size())) {
+  start(subgroup.rank, subgroup.size(), std::move(links));
+}
+
+void MeshRuntime::start(int rank, int size, transport::SubgroupLinks links) {
+  mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(links.collective),
+                                            std::move(links.shm.links));
+  // Large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
+  std::optional<transport::PeerMemory> peer_memory;
+  if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
+  p2p_ = std::make_unique<transport::P2PEngine>(
+      rank, size, std::move(links.p2p), std::move(peer_memory),
+      Tuning::get().single_copy_min_bytes,
+      [mesh = std::weak_ptr<transport::Mesh>(mesh_)](int peer, const std::string& report) {
+        if (auto alive = mesh.lock()) alive->peer_gave_up(peer, report);
+      });
+  if (kit::debug_level("occl") >= kit::DebugLevel::Info) log_choices(links.shm.single_copies_off);
+}
+
+std::unique_ptr<Runtime> MeshRuntime::split(const kit::Subgroup& subgroup, const Config& config) {
+  // Every rank of the group counts every split, members or not, so the tags agree.
+  const int64_t tag = kSubgroupTags + 2 * static_cast<int64_t>(splits_++);
+  if (!subgroup.includes_me()) return nullptr;
+  std::shared_ptr<transport::Mesh> mesh;
+  {
+    std::lock_guard<std::mutex> lock(mesh_mutex_);
+    mesh = mesh_;
+  }
+  const std::string subgroup_name = group(config, subgroup.rank, subgroup.size());
+  TORCH_CHECK(mesh, "occl: cannot split ", where_, " into ", subgroup_name, ": it was shut down");
+  try {
+    const transport::SubgroupOptions options{
+        config.bind_address, Tuning::get().loopback_send_buffer_bytes,
+        {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes}, tag};
+    auto links = transport::form_subgroup(*p2p_, *mesh, subgroup.members, options,
+                                          transport::Clock::now() + config.timeout);
+    return std::unique_ptr<Runtime>(new MeshRuntime(subgroup, std::move(links), config));
+  } catch (const transport::TransportError& e) {
+    C10_THROW_ERROR(DistBackendError,
+                    "occl: cannot split " + where_ + " into " + subgroup_name + ": " + e.what());
   }
 }
 
 MeshRuntime::~MeshRuntime() = default;
 
-void MeshRuntime::log_choices(const std::string& where, const std::string& single_copies_off) const {
+void MeshRuntime::log_choices(const std::string& single_copies_off) const {
+  const std::string& where = where_;
   const Tuning& tuning = Tuning::get();
   kit::debug_log("occl", kit::DebugLevel::Info, where, mesh_->describe());
   kit::debug_log("occl", kit::DebugLevel::Info, where,

@@ -16,6 +16,7 @@
 namespace occl::transport {
 class Mesh;
 class P2PEngine;
+struct SubgroupLinks;
 }
 
 namespace occl::runtime {
@@ -26,6 +27,9 @@ class MeshRuntime final : public Runtime {
   MeshRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
               const Config& config);
   ~MeshRuntime() override;
+
+  // A subgroup formed on this group's links (transport/subgroup.hpp), without the store.
+  std::unique_ptr<Runtime> split(const kit::Subgroup& subgroup, const Config& config) override;
 
   // ---- The kit's hooks ----------------------------------------------------------------------
   void exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,
@@ -95,7 +99,14 @@ class MeshRuntime final : public Runtime {
  private:
   // OCCL_DEBUG=INFO: what the group chose, once, as it forms: transports per peer, single copies
   // (or why not), and the thresholds in force (tuning.hpp).
-  void log_choices(const std::string& where, const std::string& single_copies_off) const;
+  void log_choices(const std::string& single_copies_off) const;
+
+  MeshRuntime(const kit::Subgroup& subgroup, transport::SubgroupLinks links, const Config& config);
+  // Runs the group over `links`: its mesh and its p2p engine.
+  void start(int rank, int size, transport::SubgroupLinks links);
+
+  std::string where_;  // "group G (rank r of n; ...)", as errors and the INFO log name it
+  uint64_t splits_ = 0;  // of this group so far (split() is called from one thread)
 
   std::mutex mesh_mutex_;  // abort() may come from any thread while close() releases mesh_
   // Shared with the p2p engine's thread, which hands it the other ranks' failure reports.

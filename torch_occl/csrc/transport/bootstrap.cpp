@@ -37,13 +37,6 @@ struct StaleGeneration {};
 std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
-std::string advertised_host(const std::string& bind_address) {
-  if (bind_address != "0.0.0.0" && bind_address != "::") return bind_address;
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // What a rank publishes of each set of links: where it listens, and who it is.
 struct Address {
   std::string host;

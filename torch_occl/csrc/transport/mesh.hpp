@@ -73,6 +73,8 @@ class Mesh {
   // Copies straight from and into other ranks' memory, when every rank of the group may (all on
   // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.
   const PeerMemory* peer_memory() const { return shm_ ? shm_->peer_memory() : nullptr; }
+  // The shared-memory links, if any (subgroup.hpp reads which ranks share this host).
+  const ShmLinks* shm_links() const { return shm_.get(); }
 
   // Which peers this rank reaches through shared memory and which over TCP, and how long it
   // spins before it sleeps: "shared memory to ranks 1, 2; TCP to ranks 3; spins 200 us".

@@ -22,6 +22,7 @@ class PeerMemory {
  public:
   // pids[r]: the process of group rank r (every rank is on this host).
   explicit PeerMemory(std::vector<pid_t> pids) : pids_(std::move(pids)) {}
+  pid_t pid(int rank) const { return pids_.at(rank); }
 
   // Copy `bytes` at address `remote` in rank `peer` to `local`, or the other way. Throw
   // TransportError: PeerClosed when the peer has exited, System when the kernel refuses.

@@ -65,6 +65,13 @@ bool wait_for(int fd, short events, Deadline deadline) {
 
 }  // namespace
 
+std::string advertised_host(const std::string& bind_address) {
+  if (bind_address != "0.0.0.0" && bind_address != "::") return bind_address;
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 int millis_until(Deadline deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() <= 0) return 0;

@@ -19,6 +19,10 @@ namespace occl::transport {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
+// The host other ranks connect to for a listener bound to `bind_address`: the address itself,
+// or this host's name for a wildcard.
+std::string advertised_host(const std::string& bind_address);
+
 // Milliseconds left until `deadline` (0 when it has passed), as poll() wants them.
 int millis_until(Deadline deadline);
 
