@@ -7,11 +7,23 @@ namespace occl_mpi {
 
 ProcessGroupOcclMpi::Options::Options() : c10d::Backend::Options("occl_mpi") {}
 
+namespace {
+
+::occl_mpi::runtime::Config config_of(const ProcessGroupOcclMpi::Options& options) {
+  return {options.timeout, options.group_name, options.global_ranks_in_group};
+}
+
+}  // namespace
+
 ProcessGroupOcclMpi::ProcessGroupOcclMpi(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     int size, c10::intrusive_ptr<Options> options)
-    : c10d::Backend(rank, size), options_(std::move(options)) {
-  runtime_ = ::occl_mpi::runtime::connect(store, rank, size, {options_->timeout,
-      options_->group_name, options_->global_ranks_in_group});
+    : ProcessGroupOcclMpi(store, rank, size, options,
+          ::occl_mpi::runtime::connect(store, rank, size, config_of(*options))) {}
+
+ProcessGroupOcclMpi::ProcessGroupOcclMpi(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+    int size, c10::intrusive_ptr<Options> options,
+    std::unique_ptr<::occl_mpi::runtime::Runtime> runtime)
+    : c10d::Backend(rank, size), options_(std::move(options)), runtime_(std::move(runtime)) {
   engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"occl_mpi", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},

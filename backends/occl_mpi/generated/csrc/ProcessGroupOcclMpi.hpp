@@ -27,6 +27,10 @@ class ProcessGroupOcclMpi : public c10d::Backend {
   // Connects to every other rank of the group through `store` before it returns.
   ProcessGroupOcclMpi(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
       c10::intrusive_ptr<Options> options);
+  // Runs over `runtime`, connected already (split() makes one).
+  ProcessGroupOcclMpi(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      c10::intrusive_ptr<Options> options,
+      std::unique_ptr<::occl_mpi::runtime::Runtime> runtime);
   ~ProcessGroupOcclMpi() override;
 
   const std::string getBackendName() const override;

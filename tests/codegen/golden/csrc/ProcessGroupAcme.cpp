@@ -7,11 +7,26 @@ namespace acme::c10d {
 
 ProcessGroupAcme::Options::Options() : c10d::Backend::Options("acme") {}
 
+namespace {
+
+::acme::runtime::Config config_of(const ProcessGroupAcme::Options& options) {
+  return {options.timeout, options.group_name, options.global_ranks_in_group,
+      options.address,
+      options.port,
+      options.verbose};
+}
+
+}  // namespace
+
 ProcessGroupAcme::ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     int size, c10::intrusive_ptr<Options> options)
-    : c10d::Backend(rank, size), options_(std::move(options)) {
-  runtime_ = ::acme::runtime::connect(store, rank, size, {options_->timeout,
-      options_->group_name, options_->global_ranks_in_group, options_->address, options_->port, options_->verbose});
+    : ProcessGroupAcme(store, rank, size, options,
+          ::acme::runtime::connect(store, rank, size, config_of(*options))) {}
+
+ProcessGroupAcme::ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+    int size, c10::intrusive_ptr<Options> options,
+    std::unique_ptr<::acme::runtime::Runtime> runtime)
+    : c10d::Backend(rank, size), options_(std::move(options)), runtime_(std::move(runtime)) {
   engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"acme", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},

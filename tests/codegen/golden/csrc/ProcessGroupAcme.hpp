@@ -33,6 +33,10 @@ class ProcessGroupAcme : public c10d::Backend {
   // Connects to every other rank of the group through `store` before it returns.
   ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
       c10::intrusive_ptr<Options> options);
+  // Runs over `runtime`, connected already (split() makes one).
+  ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      c10::intrusive_ptr<Options> options,
+      std::unique_ptr<::acme::runtime::Runtime> runtime);
   ~ProcessGroupAcme() override;
 
   const std::string getBackendName() const override;

@@ -23,6 +23,10 @@ PYBIND11_MODULE(_C, module) {
   py::class_<Backend::Options, c10d::Backend::Options, c10::intrusive_ptr<Backend::Options>>(
       backend, "Options")
       .def(py::init([] { return c10::make_intrusive<Backend::Options>(); }))
+      // torch's split_group deep-copies the parent's options.
+      .def("__deepcopy__", [](const Backend::Options& self, const py::dict&) {
+        return c10::make_intrusive<Backend::Options>(self);
+      })
       .def_readwrite("address", &Backend::Options::address,
                      "Address to listen on.")
       .def_readwrite("port", &Backend::Options::port,
@@ -38,6 +42,8 @@ PYBIND11_MODULE(_C, module) {
       }),
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
       py::call_guard<py::gil_scoped_release>());
+  // What the group was made with (torch's split_group starts the subgroup's options from it).
+  backend.def_property_readonly("options", &Backend::getBackendOptions);
 
   // torch's Backend binding lacks some ops (the *_coalesced ones); bind those, so every op of the
   // spec can be called from Python.
