@@ -95,3 +95,19 @@ def test_bench_times_group_formation_with_and_without_a_key(tmp_path, key):
     [row] = json.loads(report_file.read_text())["rows"]
     assert row["op"] == "new_group" and row["occl_us"] > 0 and row["gloo_us"] > 0
     assert row["floor_us"] is None
+
+
+def test_bench_times_splitting_beside_new_subgroups(tmp_path):
+    """`--ops split_group,new_subgroups` forms the halves of 4 ranks both ways and frees them
+    after each round (a leak would show as a failure to form the next ones)."""
+    report_file = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", "--world-size", "4", "--ops",
+         "split_group,new_subgroups", "--rounds", "2", "--iters", "2", "--json", str(report_file)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads(report_file.read_text())["rows"]
+    assert [row["op"] for row in rows] == ["split_group", "new_subgroups"]
+    assert all(row["occl_us"] > 0 and row["gloo_us"] > 0 for row in rows)

@@ -11,7 +11,12 @@ but at least 5) and reports the median round, so both see the same machine noise
 checked (#wrong counts elements that differ from the value computed in Python). busbw uses
 nccl-tests' factors: allreduce 2(n-1)/n; allgather, reduce-scatter and alltoall (n-1)/n;
 broadcast and send/recv 1. `--ops new_group` times forming a group of every rank (destroyed after
-the round; with OCCL_AUTH_KEY set, occl's groups form with the key's handshake).
+the round; with OCCL_AUTH_KEY set, occl's groups form with the key's handshake); `new_subgroups`
+forming its two halves with new_group; `split_group` splitting it in those halves
+(ProcessGroup.split_group: occl's form on the group's links; gloo's row forms them with
+new_group, as gloo's split halves time out on their first collective in torch 2.13). List
+split_group first: torch clones the group's store for every split, and a FileStore's clone (the
+bench's) reads every key written so far, new_group's included.
 
 floor(us) is a plain copy timed in rounds of its own between the backends' (so it finds the
 caches as cold as they do): every rank at once copies, with `copy_`, its share of the bytes the
@@ -50,9 +55,9 @@ OPS = (
     "barrier",
     "send_recv",
 )
-# Timed only when asked for (--ops new_group): forming a group of every rank.
-FORMATION_OPS = ("new_group",)
-SIZELESS_OPS = ("barrier", "new_group")
+# Timed only when asked for (--ops new_group,new_subgroups,split_group): forming groups.
+FORMATION_OPS = ("new_group", "new_subgroups", "split_group")
+SIZELESS_OPS = ("barrier",) + FORMATION_OPS
 MIN_ITERS_PER_ROUND = 5
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16, "int32": torch.int32, "int64": torch.int64}
@@ -107,7 +112,8 @@ class _Case:
         else:
             self.data = self.expected = None
         self.fill = fill
-        self.formed = []  # new_group's groups, destroyed after the round
+        self.formed = []  # the groups formation ops formed, destroyed after the round
+        self.splits = 0  # names each split's halves apart
 
     def reset(self) -> None:
         if self.op in ("all_reduce", "broadcast", "send_recv"):
@@ -117,7 +123,10 @@ class _Case:
             # goes while it still connects.
             dist.barrier()
             for group in self.formed:
-                dist.destroy_process_group(group)
+                if group in dist.distributed_c10d._world.pg_map:
+                    dist.destroy_process_group(group)
+                else:  # torch does not register a ProcessGroup.split_group's groups
+                    group.shutdown()
             self.formed.clear()
 
     def run(self, group) -> None:
@@ -134,6 +143,23 @@ class _Case:
             dist.all_to_all_single(self.out, self.data, group=group)
         elif op == "new_group":
             self.formed.append(dist.new_group(backend=dist.get_backend(group)))
+        elif op in ("split_group", "new_subgroups"):
+            first = (self.n + 1) // 2  # the second half's lowest rank
+            halves = [list(range(first)), list(range(first, self.n))]
+            mine = int(self.rank >= first)
+            backend = dist.get_backend(group)
+            # gloo's ProcessGroup.split_group halves time out on their first collective (torch
+            # 2.13): its split_group row forms the halves with new_group, as its users do.
+            if op == "split_group" and backend != "gloo":
+                self.splits += 1
+                self.formed.append(group.split_group(
+                    halves[mine], timeout=datetime.timedelta(seconds=120),
+                    group_name=f"bench-{backend}-{self.splits}-{mine}"))
+            else:
+                for members in halves:
+                    formed = dist.new_group(members, backend=backend)
+                    if self.rank in members:
+                        self.formed.append(formed)
         elif op == "send_recv":
             # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
             if self.rank == 0:
