@@ -109,6 +109,19 @@ class SplittingTest(MultiProcessTestCase):
         torch.testing.assert_close(tensor, torch.full((2,), 4.0))
         dist.destroy_process_group()
 
+    def test_a_rank_that_does_not_split_is_named_at_the_timeout(self):
+        self._init(on_device=False)
+        if self.rank != 3:
+            with pytest.raises(RuntimeError, match=r"occl: cannot split group 0 \(rank \d of 4\) "
+                               r"into group without-3 .*: timed out waiting for rank\(s\) 3 of the "
+                               r"group to split too \(every rank of the group must call split_group"):
+                dist.group.WORLD.split_group([0, 1, 2, 3], timeout=datetime.timedelta(seconds=3),
+                                             group_name="without-3")
+        tensor = torch.ones(2)
+        dist.all_reduce(tensor)  # the group goes on
+        torch.testing.assert_close(tensor, torch.full((2,), 4.0))
+        dist.destroy_process_group()
+
     def test_new_group_on_a_split_capable_parent(self):
         # torch calls perform_nocolor_split on the ranks left out (an NCCL requirement) and the
         # factory on the members; without the binding, ranks 0 and 3 raise AttributeError.

@@ -65,7 +65,14 @@ void copy_text(char* to, size_t capacity, const std::string& text) {
   to[capacity - 1] = '\0';
 }
 
-// Every member's `mine`, in member order, exchanged on the group's p2p links.
+std::string list(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
+
+// Every member's `mine`, in member order, exchanged on the group's p2p links. A member that
+// does not take part by `deadline` is named by its rank in the group.
 template <typename Record>
 std::vector<Record> allgather_among(P2PEngine& p2p, const std::vector<int>& members, int me,
                                     const Record& mine, int64_t tag, Deadline deadline) {
@@ -74,30 +81,57 @@ std::vector<Record> allgather_among(P2PEngine& p2p, const std::vector<int>& memb
     std::mutex mutex;
     std::condition_variable changed;
     std::vector<Record> records;
+    std::vector<bool> arrived;
     size_t pending = 0;
     std::exception_ptr error;
+    bool timed_out = false;
   };
   auto state = std::make_shared<State>();
   state->records.assign(members.size(), Record{});
   state->records[me] = mine;
+  state->arrived.assign(members.size(), false);
+  state->arrived[me] = true;
   state->pending = 2 * (members.size() - 1);
-  auto done = [state](std::exception_ptr error, int) {
-    std::lock_guard<std::mutex> lock(state->mutex);
-    if (error && !state->error) state->error = error;
-    --state->pending;
-    state->changed.notify_all();
+  auto completion = [state](size_t from) {
+    return [state, from](std::exception_ptr error, int) {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      if (error) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const TransportError& e) {
+          if (e.kind() == TransportError::Kind::Timeout) state->timed_out = true;
+          else if (!state->error) state->error = error;
+        } catch (...) {
+          if (!state->error) state->error = error;
+        }
+      } else if (from < state->arrived.size()) {
+        state->arrived[from] = true;
+      }
+      --state->pending;
+      state->changed.notify_all();
+    };
   };
   for (size_t i = 0; i < members.size(); ++i) {
     if (static_cast<int>(i) == me) continue;
-    p2p.send(members[i], tag, &state->records[me], sizeof(Record), deadline, done);
-    p2p.recv(members[i], tag, &state->records[i], sizeof(Record), deadline, done);
+    p2p.send(members[i], tag, &state->records[me], sizeof(Record), deadline,
+             completion(members.size()));
+    p2p.recv(members[i], tag, &state->records[i], sizeof(Record), deadline, completion(i));
   }
   std::unique_lock<std::mutex> lock(state->mutex);
   const bool settled = state->changed.wait_until(lock, deadline + kCompletionGrace, [&] {
     return state->pending == 0 || state->error;
   });
   if (state->error) std::rethrow_exception(state->error);
-  if (!settled) throw TransportError(TransportError::Kind::Timeout, "members did not answer");
+  if (!settled || state->timed_out) {
+    std::vector<int> absent;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!state->arrived[i]) absent.push_back(members[i]);
+    }
+    throw TransportError(TransportError::Kind::Timeout,
+                         "timed out waiting for rank(s) " + list(absent) +
+                             " of the group to split too (every rank of the group must call "
+                             "split_group, in the same order)");
+  }
   return state->records;
 }
 
@@ -145,12 +179,6 @@ std::vector<Socket> join_members(const Socket& listener, const Nonce& own_nonce,
     --missing;
   }
   return links;
-}
-
-std::string list(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
-  return text;
 }
 
 }  // namespace
