@@ -63,6 +63,10 @@ def test_a_collective_whose_peer_never_joins_raises_at_its_timeout(conformance):
     conformance.check_timeout(OPS)
 
 
+def test_split_group_forms_subgroups_that_work(conformance):
+    conformance.check_split()
+
+
 BAD_INPUTS = (
     BadInput(
         op='broadcast',

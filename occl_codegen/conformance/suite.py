@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from .cases import SPEC_SOURCE, Case, Declaration
+from .cases import MAX_WORLD_SIZE, SPEC_SOURCE, Case, Declaration
 from .pool import DistPool
 from .violations import BadInput, base_case, call_bad_input, devices_besides_cpu
 
@@ -259,6 +259,41 @@ def join_late(rank: int, world_size: int, op: str, group=None) -> tuple[str, flo
     return "returned", time.monotonic() - start
 
 
+def split_and_reduce(rank: int, world_size: int, dtype: str) -> list[str]:
+    """Splits the group (ProcessGroup.split_group, which needs no accelerator) into the ranks of
+    even and of odd index, so that no subgroup is the group's first ranks, and all-reduces in
+    each; then splits off the even ones alone, which the odd ones must see as None. What went
+    wrong, in words."""
+    import torch
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=GROUP_TIMEOUT)
+    halves = [list(range(0, world_size, 2)), list(range(1, world_size, 2))]
+    mine = halves[rank % 2]
+    problems = []
+    sub = dist.group.WORLD.split_group(mine, timeout=timeout,
+                                       group_name=f"conformance-split-{rank % 2}")
+    if sub is None:
+        return [f"split_group({mine}) returned None on member {rank}"]
+    if (sub.rank(), sub.size()) != (mine.index(rank), len(mine)):
+        problems.append(f"subgroup {mine}: rank {sub.rank()} of {sub.size()}, expected rank"
+                        f" {mine.index(rank)} of {len(mine)}")
+    tensor = torch.full((4,), rank + 1, dtype=getattr(torch, dtype))
+    sub.allreduce([tensor]).wait()
+    expected = sum(r + 1 for r in mine)
+    if tensor.tolist() != [expected] * 4:
+        problems.append(f"allreduce in subgroup {mine} gave {tensor.tolist()}, expected"
+                        f" {[expected] * 4}")
+    sub.shutdown()
+    evens = dist.group.WORLD.split_group(halves[0], timeout=timeout,
+                                         group_name="conformance-split-evens")
+    if (evens is None) != (rank % 2 == 1):
+        problems.append(f"split_group({halves[0]}) returned {evens} on rank {rank}")
+    if evens is not None:
+        evens.shutdown()
+    return problems
+
+
 # -- in pytest -------------------------------------------------------------------------------
 
 class _SpawnedRanks:
@@ -477,6 +512,23 @@ class Conformance:
         assert elapsed >= timeout * 0.8, (
             f"{op} on {self.target.backend} raised after {elapsed:.1f} s, before the group's"
             f" timeout ({timeout} s): {seen}")
+
+    def check_split(self) -> None:
+        """The spec declares supportsSplitting: the group splits into subgroups that work, and a
+        rank left out of every subgroup gets None."""
+        if not self.target.is_spec_backend:
+            pytest.skip(f"{self.target.backend} is not the spec's backend")
+        world_size = self.launched_size or MAX_WORLD_SIZE
+        if world_size < 3:
+            pytest.skip(f"the launcher started {world_size} ranks; a split needs 3")
+        dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
+        results = self.ranks.call(world_size, split_and_reduce, dtype)
+        problems = [f"rank {rank}: {problem}" for rank, rank_problems in enumerate(results)
+                    for problem in rank_problems]
+        if problems:
+            self.ranks.restart(world_size)
+            pytest.fail(f"split_group on {self.target.backend}:\n" + "\n".join(problems),
+                        pytrace=False)
 
     def _on_a_fresh_group(self, group_timeout: float, limit: float, function, *args):
         """Every rank's result of `function(rank, world_size, *args)` on a group of two ranks
