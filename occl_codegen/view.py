@@ -182,6 +182,8 @@ class View:
     capabilities: tuple[tuple[str, str], ...]  # (C++ method, "true"/"false")
     coalescing: bool  # generate startCoalescing/endCoalescing (capability supportsCoalescing)
     splitting: bool  # generate split() and the runtime's split (capability supportsSplitting)
+    # generate shrink(): the survivors connect afresh through the group's store (supportsShrinking)
+    shrinking: bool
     python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
     runtime_namespace: str
     agreement: str  # C++ bool: backend.runtime.agreement
@@ -591,6 +593,7 @@ def build_view(spec: Spec, layout: Layout) -> View:
         capabilities=tuple((name, "true" if value else "false") for name, value in backend.capabilities),
         coalescing=dict(backend.capabilities).get("supportsCoalescing", False),
         splitting=dict(backend.capabilities).get("supportsSplitting", False),
+        shrinking=dict(backend.capabilities).get("supportsShrinking", False),
         python_capabilities=tuple(
             (_PYTHON_CAPABILITIES[name], value) for name, value in backend.capabilities
         ),

@@ -24,7 +24,8 @@ ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store,
 ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     int size, c10::intrusive_ptr<Options> options,
     std::unique_ptr<::occl::runtime::Runtime> runtime)
-    : c10d::Backend(rank, size), options_(std::move(options)), runtime_(std::move(runtime)) {
+    : c10d::Backend(rank, size), options_(std::move(options)), runtime_(std::move(runtime)),
+      store_(store) {
   engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"occl", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},
@@ -45,7 +46,7 @@ bool ProcessGroupOCCL::supportsSplitting() const { return true; }
 
 bool ProcessGroupOCCL::supportsTimeEstimation() const { return false; }
 
-bool ProcessGroupOCCL::supportsShrinking() const { return false; }
+bool ProcessGroupOCCL::supportsShrinking() const { return true; }
 
 void ProcessGroupOCCL::shutdown() { engine_->shutdown(); }
 
@@ -88,6 +89,21 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupOCCL::split(
   if (!runtime) return nullptr;
   return c10::make_intrusive<ProcessGroupOCCL>(store, subgroup.rank, subgroup.size(),
       std::move(options), std::move(runtime));
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupOCCL::shrink(
+    const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) {
+  const auto plan = ::occl::kit::plan_shrink("occl.shrink", ranks_to_exclude,
+      shrink_flags, getRank(), getSize(), options_->global_ranks_in_group);
+  if (plan.abort_in_flight) engine_->abort();
+  // The caller's own options, or this group's; torch's base options change only the timeout.
+  const auto* own = dynamic_cast<const Options*>(opts_override.get());
+  auto options = c10::make_intrusive<Options>(own ? *own : *options_);
+  if (opts_override) options->timeout = opts_override->timeout;
+  options->global_ranks_in_group = plan.survivors.global_ranks;
+  return c10::make_intrusive<ProcessGroupOCCL>(::occl::kit::shrink_store(store_, shrinks_++),
+      plan.survivors.rank, plan.survivors.size(), std::move(options));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {

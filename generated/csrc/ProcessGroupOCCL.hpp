@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "occl_kit/engine.hpp"
+#include "occl_kit/shrink.hpp"
 #include "occl_contract.hpp"
 
 namespace occl {
@@ -60,6 +61,12 @@ class ProcessGroupOCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
       const std::vector<int>& ranks,
       const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  // The group without `ranks_to_exclude` (ranks of this group, which may be dead): the survivors
+  // connect afresh through this group's store, under a prefix of this shrink's own, so nothing
+  // of the group's links or shared memory carries over. Only survivors call it, all in the same
+  // order. SHRINK_ABORT (torch's flag 1) first fails this group's ops in flight.
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
+      int shrink_flags, const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) override;
 
   // Copies the root rank's tensor into the tensor of every other rank.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
@@ -125,6 +132,8 @@ class ProcessGroupOCCL : public c10d::Backend {
   c10::intrusive_ptr<Options> options_;
   std::unique_ptr<::occl::runtime::Runtime> runtime_;
   std::unique_ptr<::occl::kit::Engine> engine_;  // after runtime_: destroyed first
+  c10::intrusive_ptr<c10d::Store> store_;  // what a shrunk group connects through
+  uint64_t shrinks_ = 0;  // of this group so far: each one's keys have a prefix of their own
 };
 
 }  // namespace occl

@@ -39,7 +39,7 @@ def test_backend_name_and_capabilities():
     assert backend.supports_coalescing is True
     assert backend.supports_splitting is True
     assert backend.supports_time_estimate is False
-    assert backend.supports_shrinking is False
+    assert backend.supports_shrinking is True
 
 
 def test_option_defaults():

@@ -294,6 +294,40 @@ def split_and_reduce(rank: int, world_size: int, dtype: str) -> list[str]:
     return problems
 
 
+def die_or_shrink(rank: int, world_size: int, dtype: str) -> list[str]:
+    """The last rank is SIGKILLed with an all_reduce in flight; the others see that all_reduce
+    fail, shrink the group without it (dist.shrink_group) and all-reduce on what it returns.
+    What went wrong, in words."""
+    import signal
+
+    import torch
+    import torch.distributed as dist
+
+    last = world_size - 1
+    large = torch.ones(1 << 24, dtype=getattr(torch, dtype))  # well over the 20 ms it lives on
+    if rank == last:
+        dist.all_reduce(large, async_op=True)
+        time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGKILL)
+    problems = []
+    try:
+        dist.all_reduce(large)
+        problems.append("an all_reduce whose peer was killed in it returned")
+    except RuntimeError:
+        pass
+    shrunk = dist.shrink_group([last])
+    if (shrunk.rank(), shrunk.size()) != (rank, last):
+        problems.append(f"the shrunk group: rank {shrunk.rank()} of {shrunk.size()}, expected"
+                        f" rank {rank} of {last}")
+    tensor = torch.full((4,), rank + 1, dtype=getattr(torch, dtype))
+    dist.all_reduce(tensor, group=shrunk)
+    expected = sum(r + 1 for r in range(last))
+    if tensor.tolist() != [expected] * 4:
+        problems.append(f"all_reduce on the shrunk group gave {tensor.tolist()}, expected"
+                        f" {[expected] * 4}")
+    return problems
+
+
 # -- in pytest -------------------------------------------------------------------------------
 
 class _SpawnedRanks:
@@ -528,6 +562,29 @@ class Conformance:
         if problems:
             self.ranks.restart(world_size)
             pytest.fail(f"split_group on {self.target.backend}:\n" + "\n".join(problems),
+                        pytrace=False)
+
+    def check_shrink(self) -> None:
+        """The spec declares supportsShrinking: after a rank dies in a collective, the others
+        shrink the group without it and go on."""
+        if not self.target.is_spec_backend:
+            pytest.skip(f"{self.target.backend} is not the spec's backend")
+        if self.launched_size is not None:
+            pytest.skip("a launcher takes a killed rank for the job's failure")
+        dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
+        pool = self.ranks.pool(3, GROUP_TIMEOUT)
+        replies = pool.run_tolerating_deaths(die_or_shrink, dtype, timeout=GROUP_TIMEOUT + 30)
+        problems = []
+        for rank in range(3):
+            verdict, *rest = replies.get(rank, ("no answer",))
+            if rank == 2 and verdict != "died":
+                problems.append(f"rank 2 was to be killed, but: {verdict} {rest}")
+            elif rank < 2 and verdict != "ok":
+                problems.append(f"rank {rank}: {verdict} {rest}")
+            elif rank < 2:
+                problems += [f"rank {rank}: {problem}" for problem in rest[1]]
+        if problems:
+            pytest.fail(f"shrink_group on {self.target.backend}:\n" + "\n".join(problems),
                         pytrace=False)
 
     def _on_a_fresh_group(self, group_timeout: float, limit: float, function, *args):

@@ -36,7 +36,7 @@ def test_mini_spec_loads_in_spec_order_with_lines():
         model.Device("cpu", privateuse1=False, host_addressable=True, line=10),
         model.Device("cuda", privateuse1=False, host_addressable=False, line=10),
     )
-    assert backend.capabilities == (("supportsCoalescing", True), ("supportsSplitting", False))
+    assert backend.capabilities == (("supportsCoalescing", True), ("supportsShrinking", True))
     assert backend.runtime == model.Runtime("acme::runtime", line=14, agreement=True)
     assert [(o.name, o.type, o.default, o.line) for o in backend.options] == [
         ("address", "string", "0.0.0.0", 18),
@@ -257,7 +257,7 @@ BROKEN_SPECS = {
         " privateuse1, type)",
     ),
     "unknown capability": (
-        "    supportsSplitting: false\n",
+        "    supportsShrinking: true\n",
         "    supportsMagic: false\n",
         "spec.yaml:13: backend.capabilities: unknown key 'supportsMagic' (expected one of: supportsCoalescing, "
         "supportsShrinking, supportsSplitting, supportsTimeEstimation)",

@@ -26,7 +26,8 @@ ProcessGroupAcme::ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store,
 ProcessGroupAcme::ProcessGroupAcme(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     int size, c10::intrusive_ptr<Options> options,
     std::unique_ptr<::acme::runtime::Runtime> runtime)
-    : c10d::Backend(rank, size), options_(std::move(options)), runtime_(std::move(runtime)) {
+    : c10d::Backend(rank, size), options_(std::move(options)), runtime_(std::move(runtime)),
+      store_(store) {
   engine_ = std::make_unique<::occl::kit::Engine>(*runtime_, *this,
       ::occl::kit::GroupInfo{"acme", options_->group_name, rank, size,
                             options_->global_ranks_in_group, options_->timeout},
@@ -43,7 +44,7 @@ c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupAcme::getBackendOptions()
 
 bool ProcessGroupAcme::supportsCoalescing() const { return true; }
 
-bool ProcessGroupAcme::supportsSplitting() const { return false; }
+bool ProcessGroupAcme::supportsShrinking() const { return true; }
 
 void ProcessGroupAcme::shutdown() { engine_->shutdown(); }
 
@@ -68,6 +69,21 @@ void ProcessGroupAcme::startCoalescing() { engine_->start_coalescing(); }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::endCoalescing() {
   return engine_->end_coalescing();
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupAcme::shrink(
+    const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) {
+  const auto plan = ::occl::kit::plan_shrink("acme.shrink", ranks_to_exclude,
+      shrink_flags, getRank(), getSize(), options_->global_ranks_in_group);
+  if (plan.abort_in_flight) engine_->abort();
+  // The caller's own options, or this group's; torch's base options change only the timeout.
+  const auto* own = dynamic_cast<const Options*>(opts_override.get());
+  auto options = c10::make_intrusive<Options>(own ? *own : *options_);
+  if (opts_override) options->timeout = opts_override->timeout;
+  options->global_ranks_in_group = plan.survivors.global_ranks;
+  return c10::make_intrusive<ProcessGroupAcme>(::occl::kit::shrink_store(store_, shrinks_++),
+      plan.survivors.rank, plan.survivors.size(), std::move(options));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAcme::allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) {

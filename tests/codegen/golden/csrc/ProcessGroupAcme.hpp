@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "occl_kit/engine.hpp"
+#include "occl_kit/shrink.hpp"
 #include "acme_contract.hpp"
 
 namespace acme::c10d {
@@ -42,7 +43,7 @@ class ProcessGroupAcme : public c10d::Backend {
   const std::string getBackendName() const override;
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
   bool supportsCoalescing() const override;
-  bool supportsSplitting() const override;
+  bool supportsShrinking() const override;
   void shutdown() override;
   void abort() override;
   // What torch's tools read (occl_kit/telemetry.hpp): the group's sequence number, the collectives
@@ -57,6 +58,12 @@ class ProcessGroupAcme : public c10d::Backend {
   // Between these, every op's Work is collected; endCoalescing returns one Work for all of them.
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // The group without `ranks_to_exclude` (ranks of this group, which may be dead): the survivors
+  // connect afresh through this group's store, under a prefix of this shrink's own, so nothing
+  // of the group's links or shared memory carries over. Only survivors call it, all in the same
+  // order. SHRINK_ABORT (torch's flag 1) first fails this group's ops in flight.
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
+      int shrink_flags, const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) override;
 
   // Every rank receives every rank's input.
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& opts) override;
@@ -77,6 +84,8 @@ class ProcessGroupAcme : public c10d::Backend {
   c10::intrusive_ptr<Options> options_;
   std::unique_ptr<::acme::runtime::Runtime> runtime_;
   std::unique_ptr<::occl::kit::Engine> engine_;  // after runtime_: destroyed first
+  c10::intrusive_ptr<c10d::Store> store_;  // what a shrunk group connects through
+  uint64_t shrinks_ = 0;  // of this group so far: each one's keys have a prefix of their own
 };
 
 }  // namespace acme::c10d

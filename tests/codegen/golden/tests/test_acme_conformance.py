@@ -48,6 +48,10 @@ def test_a_collective_whose_peer_never_joins_raises_at_its_timeout(conformance):
     conformance.check_timeout(OPS)
 
 
+def test_shrink_group_after_a_rank_dies_in_a_collective(conformance):
+    conformance.check_shrink()
+
+
 BAD_INPUTS = (
     BadInput(
         op='gather',

@@ -37,7 +37,7 @@ def test_backend_name_and_capabilities():
     backend = make_backend()
     assert backend.name() == "acme"
     assert backend.supports_coalescing is True
-    assert backend.supports_splitting is False
+    assert backend.supports_shrinking is True
 
 
 def test_option_defaults():
