@@ -227,7 +227,8 @@ def test_timeout_names_the_op_group_sequence_and_absent_ranks(fresh_pool):
         # Its own timeout, or the report of the other rank that gave up first (the same words).
         assert re.search(rf"^occl.allreduce #0 in group 0 \(rank {rank} of 3\): (rank [01] gave up: "
                          rf"occl.allreduce #0 in group 0 \(rank [01] of 3\): )?timed out after "
-                         r"2000 ms, rank\(s\) 2 did not join$", error), f"rank {rank}: {error}"
+                         r"2000 ms, rank\(s\) 2 did not join; this rank's flight recorder: ",
+                         error), f"rank {rank}: {error}"
 
 
 def w_destroy_with_ops_in_flight(rank, ws, peer_joins):

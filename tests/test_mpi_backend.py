@@ -191,7 +191,7 @@ def test_a_collective_a_rank_never_joins_raises_at_its_timeout_and_the_job_exits
     assert seen[0]["error"] == (
         "occl_mpi.allreduce #0 in group 0 (rank 0 of 2): timed out after 2000 ms, MPI_Iallgather"
         " of every rank's signature of the op did not complete: a rank did not call this op, or"
-        " is still in an earlier one")
+        " is still in an earlier one; this rank's flight recorder: /tmp/occl_trace_rank_0")
     assert 1.9 <= seen[0]["seconds"] < 10, seen
     assert "exiting improperly" not in result.stderr
 

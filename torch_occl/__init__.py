@@ -3,9 +3,10 @@
 `import torch_occl` registers the backend; then `dist.init_process_group("occl")`.
 """
 
+from ._C import dump_flight_recorder
 from ._registration import BACKEND_NAME, create_backend, register
 from ._shared import shared_empty
 
 register()
 
-__all__ = ["BACKEND_NAME", "create_backend", "register", "shared_empty"]
+__all__ = ["BACKEND_NAME", "create_backend", "dump_flight_recorder", "register", "shared_empty"]

@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "ProcessGroupOCCL.hpp"
+#include "occl_kit/flight_recorder.hpp"
 
 namespace py = pybind11;
 
@@ -40,6 +41,11 @@ PYBIND11_MODULE(_C, module) {
       py::call_guard<py::gil_scoped_release>());
   // What the group was made with (torch's split_group starts the subgroup's options from it).
   backend.def_property_readonly("options", &Backend::getBackendOptions);
+
+  // Every group's last collectives, in torch's flight recorder format (occl_kit/flight_recorder.hpp),
+  // written where TORCH_FR_DUMP_TEMP_FILE says for this process's rank; returns the path.
+  module.def("dump_flight_recorder", [] { return ::occl::kit::FlightRecorder::get().write_dump(); },
+             py::call_guard<py::gil_scoped_release>());
 
   // torch's Backend binding lacks some ops (the *_coalesced ones); bind those, so every op of the
   // spec can be called from Python.

@@ -1,5 +1,6 @@
 #include "occl_kit/engine.hpp"
 
+#include "occl_kit/flight_recorder.hpp"
 #include "occl_kit/rendezvous.hpp"
 
 #include <ATen/record_function.h>
@@ -131,7 +132,15 @@ Engine::Engine(Runtime& runtime, const c10d::Backend& backend, GroupInfo group, 
           describe_group(group_.name, group_.rank, group_.size, group_.global_ranks))),
       coalesced_title_(group_.backend + ":coalesced"),
       debug_(debug_level(group_.backend)),
-      store_(std::move(store)) {}
+      store_(std::move(store)),
+      recorded_as_(FlightRecorder::get().add_group(
+          [&] {
+            if (!group_.global_ranks.empty()) return group_.global_ranks;
+            std::vector<uint64_t> ranks(group_.size);
+            for (int r = 0; r < group_.size; ++r) ranks[r] = r;
+            return ranks;
+          }(),
+          group_.rank)) {}
 
 Engine::~Engine() { shutdown(); }
 
@@ -144,8 +153,8 @@ void Engine::collect(const c10::intrusive_ptr<Work>& work) {
 }
 
 c10::intrusive_ptr<Work> Engine::start(const OpInfo& op, uint64_t sequence, bool p2p,
-                                       bool async_op, TensorsFn inputs,
-                                       std::vector<at::Tensor> outputs) {
+                                       bool async_op, std::chrono::milliseconds timeout,
+                                       TensorsFn inputs, std::vector<at::Tensor> outputs) {
   const bool trace = C10_UNLIKELY(debug_ >= DebugLevel::Trace);
   const bool profiled = C10_UNLIKELY(at::hasCallbacks());
   if (trace || profiled) {
@@ -160,8 +169,39 @@ c10::intrusive_ptr<Work> Engine::start(const OpInfo& op, uint64_t sequence, bool
     }
     if (profiled) record_param_comms(backend_, group_, op, sequence, p2p, async_op, read, outputs);
   }
-  return c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title, std::move(outputs),
-                                   sequence, timing_ || completion_hook_->is_set());
+  const int64_t record =
+      p2p || !FlightRecorder::get().enabled()
+          ? -1
+          : FlightRecorder::get().record(
+                recorded_as_, backend_.getGroupUid().empty() ? group_.name : backend_.getGroupUid(),
+                backend_.getGroupDesc(), op.label, sequence, inputs(), outputs, timeout);
+  auto work = c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title,
+                                        std::move(outputs), sequence,
+                                        timing_ || completion_hook_->is_set());
+  work->record_ = record;
+  return work;
+}
+
+std::string Engine::dump_flight_recorder(uint64_t sequence, const LinkError& error,
+                                         bool joined) const {
+  FlightRecorder& recorder = FlightRecorder::get();
+  // abort() is the caller's own doing: nothing to explain. (A peer's report that it gave up
+  // also comes as Aborted.)
+  if (!recorder.enabled() || aborted_) return "";
+  std::string text;
+  try {
+    text = "; this rank's flight recorder: " + recorder.write_dump();
+    // Without the agreement check, nothing says which collective the awaited ranks are in.
+    if (error.kind() == LinkError::Kind::Timeout && agree_) {
+      for (int rank : error.awaited()) {
+        text += "; what rank " + std::to_string(rank) + " last reported: " +
+                recorder.write_stand_in(recorded_as_, rank, sequence, joined);
+      }
+    }
+  } catch (const std::exception& e) {
+    text += "; " + std::string(e.what());
+  }
+  return text;
 }
 
 c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::milliseconds timeout,
@@ -170,7 +210,7 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
                                        OpFn run, CopyBack copy_back) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
   const uint64_t sequence = collectives_submitted_++;
-  auto work = start(op, sequence, /*p2p=*/false, async_op, inputs, std::move(outputs));
+  auto work = start(op, sequence, /*p2p=*/false, async_op, timeout, inputs, std::move(outputs));
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
                run = std::move(run), copy_back = std::move(copy_back), work]() mutable {
     execute(op, sequence, timeout, signature, run, copy_back, *work);
@@ -204,6 +244,7 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
   work.started();
   OpContext ctx{group_.rank, group_.size, op.label, sequence, Clock::now() + timeout, nullptr,
                 nullptr, &aborted_};
+  bool joined = false;  // every rank sent its signature: the ranks are all in this op
   try {
     if (agree_) {
       signature.op = op_name(op.label);
@@ -213,13 +254,15 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
               runtime_.exchange_signatures(ctx, record, everyone, bytes);
             });
     }
+    joined = true;
     run(ctx);
     copy_back.run();
   } catch (const LinkError& e) {
     // A failed exchange leaves the links mid-message: nothing after it can be trusted.
     broken_ = runtime_.gave_up(
         describe_op(op.label, sequence) + failure_text(std::current_exception(), timeout), e);
-    finish_op(work, backend_error(broken_), -1);
+    work.failed();  // before the dump, which shows it so
+    finish_op(work, backend_error(broken_ + dump_flight_recorder(sequence, e, joined)), -1);
     return;
   } catch (...) {
     // Failed before or after its messages (a mismatch, writing the result back): the links
@@ -238,7 +281,8 @@ c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::millisecond
                                       OpFn run, CopyBack copy_back) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
   const uint64_t sequence = p2p_submitted_++;
-  auto work = start(op, sequence, /*p2p=*/true, /*async_op=*/true, inputs, std::move(outputs));
+  auto work = start(op, sequence, /*p2p=*/true, /*async_op=*/true, timeout, inputs,
+                    std::move(outputs));
   work->started();
   std::string prefix = describe_op(op.label, sequence);
   // May run after the engine is gone (from a runtime's own thread): holds what it needs.

@@ -1,5 +1,7 @@
 #include "occl_kit/work.hpp"
 
+#include "occl_kit/flight_recorder.hpp"
+
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
@@ -83,7 +85,10 @@ uint64_t Work::getSequencenumber() const { return sequence_; }
 
 void Work::started() {
   if (timed_) started_ = std::chrono::steady_clock::now();
+  FlightRecorder::get().started(record_);
 }
+
+void Work::failed() { FlightRecorder::get().finished(record_, false); }
 
 std::shared_ptr<c10d::WorkInfo> Work::info() const {
   return std::make_shared<c10d::WorkInfo>(retrieveOpType(), sequence_, started_, finished_,
@@ -92,6 +97,7 @@ std::shared_ptr<c10d::WorkInfo> Work::info() const {
 
 void Work::complete(std::exception_ptr error, int source_rank) {
   if (timed_) finished_ = std::chrono::steady_clock::now();
+  FlightRecorder::get().finished(record_, !error);
   source_rank_ = source_rank;
   if (error) {
     future_->setError(error);

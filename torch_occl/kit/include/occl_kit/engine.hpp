@@ -130,7 +130,7 @@ class Engine {
   // A collective: runs `run` after every op queued before it, once every rank's `signature`
   // agreed. `timeout` may be c10d::kUnsetTimeout. `async_op` false: the caller waits at once.
   // `outputs`: what the op writes (its future holds them); `inputs`: what it reads, asked for
-  // only while the profiler or OCCL_DEBUG=TRACE wants them. `copy_back` (host_tensors.hpp)
+  // only while the flight recorder, the profiler or OCCL_DEBUG=TRACE wants them. `copy_back` (host_tensors.hpp)
   // runs once `run` succeeded, before the Work completes.
   c10::intrusive_ptr<Work> queue(const OpInfo& op, std::chrono::milliseconds timeout,
                                  bool async_op, TensorsFn inputs, std::vector<at::Tensor> outputs,
@@ -172,8 +172,14 @@ class Engine {
                Signature& signature, const OpFn& run, const CopyBack& copy_back, Work& work);
   // A new Work for op number `sequence` (timed when timing is on, or a hook is set), logged at
   // TRACE and recorded for the profiler when one listens.
+  // A collective's Work is also recorded in the flight recorder (flight_recorder.hpp).
   c10::intrusive_ptr<Work> start(const OpInfo& op, uint64_t sequence, bool p2p, bool async_op,
-                                 TensorsFn inputs, std::vector<at::Tensor> outputs);
+                                 std::chrono::milliseconds timeout, TensorsFn inputs,
+                                 std::vector<at::Tensor> outputs);
+  // Writes the flight recorder's dump after the group's first link failure (not after abort()),
+  // in collective `sequence`, and after a timeout, what the awaited ranks last reported
+  // (`joined`: they had sent their signatures for it). What the error adds about it.
+  std::string dump_flight_recorder(uint64_t sequence, const LinkError& error, bool joined) const;
   void collect(const c10::intrusive_ptr<Work>& work);
   std::string describe_op(const char* label, uint64_t sequence) const;
 
@@ -198,7 +204,8 @@ class Engine {
   std::shared_ptr<CompletionHook> completion_hook_ = std::make_shared<CompletionHook>();
   const DebugLevel debug_;
   c10::intrusive_ptr<c10d::Store> store_;
-  std::atomic<uint64_t> monitored_barriers_{0};  // the same on every rank: each calls them in order
+  std::atomic<uint64_t> monitored_barriers_{0};
+  const size_t recorded_as_;  // the group's id in the flight recorder  // the same on every rank: each calls them in order
   CompletionEngine completions_;
   Executor executor_;  // last: destroyed (stopped) first
 };

@@ -45,6 +45,8 @@ class Work : public c10d::Work {
 
   // Called by the engine when the op starts running (timed Works note the time).
   void started();
+  // Called by the engine when the op failed, before it completes the Work with the error.
+  void failed();
   // Called once, by the engine: completes the future, then the Work.
   void complete(std::exception_ptr error, int source_rank);
   // Whether it records when it ran; then, once complete, its type, sequence number, start, end
@@ -55,6 +57,7 @@ class Work : public c10d::Work {
  private:
   friend class Engine;
   Executor::Ticket ticket_;  // set once by the engine, before the Work is returned
+  int64_t record_ = -1;      // in the flight recorder (flight_recorder.hpp), if recorded
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
