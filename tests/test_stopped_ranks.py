@@ -56,13 +56,19 @@ def _wait_for(flag):
         time.sleep(0.01)
 
 
-def w_resumed_between_collectives(rank, ws, flags):
+def w_resumed_between_collectives(rank, ws, flags, more_first=False):
     """Rank 1 is stopped between two collectives (once it says it is done with the first); the
     others call one and give up; rank 1, resumed, calls it too (at once: rank 0 raises the
-    resumed flag before it resumes rank 1)."""
+    resumed flag before it resumes rank 1). `more_first`: every rank runs four more
+    collectives of other kinds before."""
     idle, resumed_flag = flags
     pids = _pids()
     x = torch.ones(1024)
+    if more_first:
+        dist.all_reduce(x)
+        dist.broadcast(x, src=0)
+        dist.all_gather_into_tensor(torch.empty(1024 * ws), x)
+        dist.all_reduce(torch.ones(8, dtype=torch.float64))
     if rank == STOPPED:
         open(idle, "w").close()
         _wait_for(resumed_flag)  # stopped in here
@@ -136,30 +142,6 @@ def test_ranks_waiting_behind_a_stopped_rank_name_it(delay):
     assert re.search(r"rank [02] (gave up|was waiting too)", error), error
 
 
-def w_stopped_before_a_collective(rank, ws, flags):
-    """Every rank runs four collectives, then rank 1 is stopped; the others call a fifth, give
-    up at their timeout and dump their flight recorders; then rank 1 resumes and fails too."""
-    idle, resumed_flag = flags
-    pids = _pids()
-    x = torch.ones(1024)
-    dist.all_reduce(x)
-    dist.broadcast(x, src=0)
-    dist.all_gather_into_tensor(torch.empty(1024 * ws), x)
-    dist.all_reduce(torch.ones(8, dtype=torch.float64))
-    if rank == STOPPED:
-        open(idle, "w").close()
-        _wait_for(resumed_flag)  # stopped in here
-        return _all_reduce_until_it_fails(x, 1)
-    if rank == 0:
-        _wait_for(idle)
-        os.kill(pids[STOPPED], signal.SIGSTOP)
-    outcome = _all_reduce_until_it_fails(x, 1)
-    if rank == 0:
-        open(resumed_flag, "w").close()
-        os.kill(pids[STOPPED], signal.SIGCONT)
-    return outcome
-
-
 def test_survivors_flight_recorders_show_where_the_stopped_rank_stands(tmp_path):
     # The stopped rank's own dump (written once it resumes) goes elsewhere: the survivors' dumps
     # alone, and what they wrote for it, must show where it stands.
@@ -170,13 +152,13 @@ def test_survivors_flight_recorders_show_where_the_stopped_rank_stands(tmp_path)
     with DistPool(3, group_timeout=GROUP_TIMEOUT, env=env,
                   rank_env={STOPPED: {"TORCH_FR_DUMP_TEMP_FILE": f"{stopped}/occl_trace_rank_"}}
                   ) as pool:
-        results = pool.run(w_stopped_before_a_collective,
-                           (str(tmp_path / "idle"), str(tmp_path / "resumed")), timeout=60)
+        results = pool.run(w_resumed_between_collectives,
+                           (str(tmp_path / "idle"), str(tmp_path / "resumed")), True, timeout=60)
     # Every rank's error names its dump; a rank that timed out also names the stand-in.
-    for rank, (_, _, error) in enumerate(results):
+    for rank, (_, _, error, *_) in enumerate(results):
         where = stopped if rank == STOPPED else survivors
         assert f"this rank's flight recorder: {where}/occl_trace_rank_{rank}" in error, error
-    timed_out = [error for rank, (_, _, error) in enumerate(results)
+    timed_out = [error for rank, (_, _, error, *_) in enumerate(results)
                  if re.match(rf"occl.allreduce #7 in group 0 \(rank {rank} of 3\): timed out", error)]
     assert timed_out, results
     for error in timed_out:
@@ -189,7 +171,7 @@ def test_survivors_flight_recorders_show_where_the_stopped_rank_stands(tmp_path)
         [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(survivors),
          "--prefix", "occl_trace_rank_"], capture_output=True, text=True, timeout=120)
     assert analysis.returncode == 0, analysis.stderr
-    # _pids() ran collectives #0-#2, the worker #3-#6; rank 1 never joined #7.
+    # _pids() ran collectives #0-#2, the four more #3-#6; rank 1 never joined #7.
     report = analysis.stdout + analysis.stderr  # the analyser logs to stderr
     assert report.count("sequence number") == 1, report
     assert "Not all ranks joining collective, sequence number: 7" in report, report
