@@ -86,8 +86,10 @@ def test_survivors_shrink_twice_after_ranks_die_in_collectives(transport):
             assert (seen["rank"], seen["size"], seen["is_default"]) == (rank, len(survivors), True)
             expected = sum(worker.contribution(r) for r in survivors)
             assert seen["sum"] == expected.tolist(), f"rank {rank}, round {round_}"
-            # The shrunk group has a shared-memory region of its own, the parent's is gone.
+            # The shrunk group has a shared-memory region of its own; the parent's is gone, and so
+            # is that of the other group, which torch destroyed.
             assert seen["regions"] == (1 if transport == "auto" else 0), seen
+            assert seen["other_destroyed"], seen
             # Nothing waits for the dead rank (the group's timeout is 30 s).
             assert float(seen["working_at"]) - float(seen["killed_at"]) < 10, seen
         assert report["regions_after"] == 0 and report["fds_opened"] <= 0, report

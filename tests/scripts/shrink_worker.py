@@ -4,9 +4,9 @@ TCPStore) in the environment. Prints one JSON line: what this rank saw. A rank t
 prints nothing.
 
 Scenarios:
-- `killed`: the last rank is SIGKILLed in the middle of an all_reduce; the survivors see it fail,
-  shrink the default group and all-reduce on the shrunk one.
-- `twice`: as `killed`, then the new last rank is killed too and the survivors shrink again.
+- `twice`: the last rank is SIGKILLed in the middle of an all_reduce; the survivors see it fail,
+  shrink the default group (which destroys a second group of every rank) and all-reduce on the
+  shrunk one; then the new last rank is killed too, and the survivors shrink again.
 - `abort`: every rank is alive; ranks 0..n-2 start an all_reduce on a group of all ranks that the
   last rank never calls, then shrink that group with SHRINK_ABORT, which fails the all_reduce at
   once. The default group stays.
@@ -82,6 +82,8 @@ def failed_all_reduce() -> str:
 def killed(store: dist.Store, report: dict, times: int) -> None:
     """Each time, the default group's last rank dies and the others shrink the group."""
     me = int(os.environ["RANK"])
+    # Shrinking the default group destroys the others (torch aborts them): their regions go too.
+    other = dist.new_group(timeout=TIMEOUT)
     for round_ in range(times):
         last = dist.get_world_size() - 1
         if dist.get_rank() == last:
@@ -95,6 +97,7 @@ def killed(store: dist.Store, report: dict, times: int) -> None:
             "killed_at": store.get(f"killed{round_}").decode(), "working_at": time.time(),
             "rank": dist.get_rank(), "size": dist.get_world_size(),
             "is_default": shrunk == dist.group.WORLD, "sum": t.tolist(), "regions": regions(),
+            "other_destroyed": other not in dist.distributed_c10d._world.pg_group_ranks,
         }
 
 
@@ -161,9 +164,7 @@ def main() -> None:
         store = dist.distributed_c10d._get_default_store()
     fds = open_fds()
     report: dict = {"rank": rank}
-    if scenario == "killed":
-        killed(store, report, 1)
-    elif scenario == "twice":
+    if scenario == "twice":
         killed(store, report, 2)
     elif scenario == "abort":
         abort(store, report)
