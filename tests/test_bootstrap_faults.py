@@ -122,10 +122,10 @@ def test_torchrun_restarts_after_a_worker_dies_in_a_collective():
         env=rank_env("auto", OCCL_TEST_KILL="1"), capture_output=True, text=True, timeout=240)
     output = f"rc {result.returncode}\n{result.stdout}\n{result.stderr[-4000:]}"
     assert result.returncode == 0, output
-    raised = re.findall(r"attempt (\d+) rank \d+ raised after (\S+) s: (.*)", result.stdout)
+    raised = re.findall(r"attempt (\d+) rank \d+ raised after (\S+) s: (.*?(?=attempt|$))",
+                        result.stdout, re.MULTILINE)
     assert "returned" not in result.stdout, output
-    # torchrun may stop a survivor before it reports; most report.
-    assert {int(a) for a, _, _ in raised} == set(range(RESTARTS)), output
+    assert sorted(int(a) for a, _, _ in raised) == [a for a in range(RESTARTS) for _ in "xy"], output
     for _, seconds, error in raised:
         assert float(seconds) < 10, output
         assert "closed the connection" in error or "gave up" in error, output
