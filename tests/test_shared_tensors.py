@@ -274,9 +274,11 @@ def _send_recv(rank, world_size, shared, late):
 
     import torch_occl
 
+    # Counted from before the collective: the sender may send, and this rank's p2p thread copy
+    # the message through its mapping, before shared_empty returns here.
+    before = _through_mappings()
     tensor = torch_occl.shared_empty(COUNT)  # collective: kept, so the peer's mapping stays
     message = torch.arange(COUNT, dtype=torch.float32)
-    before = _through_mappings()
     if rank == 0:
         sent = tensor if shared else torch.empty(COUNT)
         sent.copy_(message)
