@@ -80,6 +80,19 @@ def check_generator(where: Path, folder: Path) -> None:
     assert (folder / "torch_occl" / "_registration.py").is_file()
 
 
+def check_bench(where: Path) -> None:
+    """The installed benchmark runs a row, and its guard answers."""
+    bench = subprocess.run([sys.executable, "-m", "torch_occl.bench", "--ops", "all_reduce",
+                            "--sizes", "8", "--peers", "gloo", "--rounds", "1", "--iters", "2"],
+                           check=True, capture_output=True, text=True, timeout=300).stdout
+    assert any(line.split()[:2] == ["all_reduce", "8"] for line in bench.splitlines()), bench
+    subprocess.run([sys.executable, "-m", "torch_occl.bench.guard", "--help"], check=True,
+                   capture_output=True, timeout=60)
+    import torch_occl.bench
+
+    assert Path(torch_occl.bench.__file__).resolve().parents[2] == where, torch_occl.bench.__file__
+
+
 if __name__ == "__main__":
     package = check_installation(Path(sys.argv[1]).resolve())
     import torch_occl
@@ -88,6 +101,7 @@ if __name__ == "__main__":
         check_generator(Path(sys.argv[1]).resolve(), Path(folder))
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_all_reduce, args=(2, os.path.join(folder, "init")), nprocs=2)
+    check_bench(Path(sys.argv[1]).resolve())
     size = os.path.getsize(torch_occl._C.__file__) / 2**20
     print(f"ok: torch_occl from {package}, autoloaded, {size:.1f} MiB without debug sections, "
-          "kit inside it, generator runs, 2-process all_reduce right")
+          "kit inside it, generator runs, 2-process all_reduce right, bench runs")

@@ -1,0 +1,243 @@
+"""What one row times: the op's buffers, its call, the value every rank expects, and the copy
+floor beside it."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import torch
+import torch.distributed as dist
+
+OPS = (
+    "all_reduce",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "all_to_all_single",
+    "barrier",
+    "send_recv",
+)
+# Timed only when asked for (--ops new_group,new_subgroups,split_group): forming groups.
+FORMATION_OPS = ("new_group", "new_subgroups", "split_group")
+SIZELESS_OPS = ("barrier",) + FORMATION_OPS
+REDUCING_OPS = ("all_reduce", "reduce_scatter_tensor")
+MIN_ITERS_PER_ROUND = 5
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+          "float16": torch.float16, "int32": torch.int32, "int64": torch.int64}
+REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
+          "product": dist.ReduceOp.PRODUCT}
+
+
+def parse_bytes(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    found = []
+    size = min_bytes
+    while size <= max_bytes:
+        found.append(size)
+        size *= factor
+    return found
+
+
+def bus_factor(op: str, n: int) -> float:
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single"):
+        return (n - 1) / n
+    return 1.0
+
+
+def reduced(redop: str, n: int) -> float:
+    """What `redop` makes of the ranks' fills 1..n."""
+    if redop == "sum":
+        return n * (n + 1) / 2
+    if redop == "max":
+        return float(n)
+    if redop == "min":
+        return 1.0
+    product = 1.0
+    for value in range(1, n + 1):
+        product *= value
+    return product
+
+
+def dist_all_reduce(tensor, redop: str, group) -> None:
+    dist.all_reduce(tensor, op=REDOPS[redop], group=group)
+
+
+class Case:
+    """Buffers and a call for one op at one size; `wrong()` counts mismatches after a call.
+
+    `empty(count, dtype=...)` allocates the buffers the op reads and writes; `all_reduce(tensor,
+    redop, group)` is the peer's all_reduce (torch.distributed's, or a library's own call)."""
+
+    def __init__(self, op: str, count: int, dtype: torch.dtype, redop: str, rank: int, n: int,
+                 empty=torch.empty, all_reduce=dist_all_reduce):
+        self.op, self.redop, self.rank, self.n = op, redop, rank, n
+        self.all_reduce = all_reduce
+        fill = float(rank + 1)
+        if op == "all_reduce":
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.expected = torch.full((count,), reduced(redop, n), dtype=dtype)
+        elif op == "all_gather_into_tensor":
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.out = empty(count * n, dtype=dtype)
+            self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(count)
+        elif op == "reduce_scatter_tensor":
+            self.data = empty(count * n, dtype=dtype).fill_(fill)
+            self.out = empty(count, dtype=dtype)
+            self.expected = torch.full((count,), reduced(redop, n), dtype=dtype)
+        elif op == "broadcast":
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.expected = torch.full((count,), 1.0, dtype=dtype)
+        elif op == "all_to_all_single":
+            per = max(count // n, 1)
+            self.data = empty(per * n, dtype=dtype).fill_(fill)
+            self.out = empty(per * n, dtype=dtype)
+            self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(per)
+        elif op == "send_recv":
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.expected = torch.full((count,), 1.0, dtype=dtype)
+        else:
+            self.data = self.expected = None
+        self.fill = fill
+        self.formed = []  # the groups formation ops formed, destroyed after the round
+        self.splits = 0  # names each split's halves apart
+
+    def reset(self) -> None:
+        if self.op in ("all_reduce", "broadcast", "send_recv"):
+            self.data.fill_(self.fill)
+        if self.formed:
+            # Only once every rank has formed them all: gloo's links break if a peer's group
+            # goes while it still connects.
+            dist.barrier()
+            for group in self.formed:
+                if group in dist.distributed_c10d._world.pg_map:
+                    dist.destroy_process_group(group)
+                else:  # torch does not register a ProcessGroup.split_group's groups
+                    group.shutdown()
+            self.formed.clear()
+
+    def run(self, group) -> None:
+        op = self.op
+        if op == "all_reduce":
+            self.all_reduce(self.data, self.redop, group)
+        elif op == "all_gather_into_tensor":
+            dist.all_gather_into_tensor(self.out, self.data, group=group)
+        elif op == "reduce_scatter_tensor":
+            dist.reduce_scatter_tensor(self.out, self.data, op=REDOPS[self.redop], group=group)
+        elif op == "broadcast":
+            dist.broadcast(self.data, src=0, group=group)
+        elif op == "all_to_all_single":
+            dist.all_to_all_single(self.out, self.data, group=group)
+        elif op == "new_group":
+            self.formed.append(dist.new_group(backend=dist.get_backend(group)))
+        elif op in ("split_group", "new_subgroups"):
+            first = (self.n + 1) // 2  # the second half's lowest rank
+            halves = [list(range(first)), list(range(first, self.n))]
+            mine = int(self.rank >= first)
+            backend = dist.get_backend(group)
+            # gloo's ProcessGroup.split_group halves time out on their first collective (torch
+            # 2.13): its split_group row forms the halves with new_group, as its users do.
+            if op == "split_group" and backend != "gloo":
+                self.splits += 1
+                self.formed.append(group.split_group(
+                    halves[mine], timeout=datetime.timedelta(seconds=120),
+                    group_name=f"bench-{backend}-{self.splits}-{mine}"))
+            else:
+                for members in halves:
+                    formed = dist.new_group(members, backend=backend)
+                    if self.rank in members:
+                        self.formed.append(formed)
+        elif op == "send_recv":
+            # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
+            if self.rank == 0:
+                dist.send(self.data, dst=1, group=group)
+            elif self.rank == 1:
+                dist.recv(self.data, src=0, group=group)
+        else:
+            dist.barrier(group=group)
+
+    def result(self):
+        if self.op in ("all_reduce", "broadcast"):
+            return self.data
+        if self.op == "send_recv":
+            return self.data if self.rank == 1 else None
+        return getattr(self, "out", None)
+
+    def wrong(self) -> int:
+        result = self.result()
+        if result is None or self.expected is None:
+            return 0
+        return int((result != self.expected).sum().item())
+
+
+def iterations(iters: int, nbytes: int) -> int:
+    """Calls per round: `iters`, fewer above 1 MiB to keep a sweep short, but never one alone.
+
+    A single call after the other backend's round times how fast an idle (virtual) CPU wakes
+    up more than the op: on the 2-vCPU test VM a 4 MiB broadcast took 264 us back to back and
+    558 us after 5 ms asleep. Back-to-back calls, as nccl-tests times them, measure the op.
+    """
+    scaled = int(iters * (1 << 20) / max(nbytes, 1 << 20))
+    return max(min(iters, MIN_ITERS_PER_ROUND), scaled)
+
+
+def floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
+    """Bytes `rank` copies in the floor: the bytes the op writes into the ranks' outputs, shared
+    evenly by the ranks that take part. Reductions also read n inputs; the floor leaves that out."""
+    if op in SIZELESS_OPS:
+        return 0
+    if op == "all_gather_into_tensor":
+        return nbytes * n
+    if op == "broadcast":  # the root's tensor is not written
+        return nbytes * (n - 1) // n
+    if op == "send_recv":  # one message, between ranks 0 and 1, which could share its copy
+        return nbytes // 2 if rank < 2 else 0
+    return nbytes
+
+
+class Floor:
+    """The floor's round: copy this rank's share of the bytes, at the same time as the others."""
+
+    def __init__(self, nbytes: int):
+        self.source = torch.ones(nbytes, dtype=torch.uint8)
+        self.destination = torch.empty_like(self.source)
+
+    def run(self, group) -> None:
+        self.destination.copy_(self.source)
+
+    def reset(self) -> None:
+        pass
+
+
+def time_round(case, group, iters: int, start_group=None) -> float:
+    """Mean seconds per call over `iters` calls, started together on every rank (through
+    `start_group`, `group` unless said: a no-op backend's barrier does not wait)."""
+    dist.barrier(group=start_group or group)
+    start = time.perf_counter()
+    for _ in range(iters):
+        case.run(group)
+    elapsed = time.perf_counter() - start
+    case.reset()
+    return elapsed / iters
+
+
+def memcpy_seconds(nbytes: int) -> float:
+    """One core's warm copy of `nbytes` into another buffer (torch's copy_), best of 5."""
+    src = torch.ones(max(nbytes // 4, 1))
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - start)
+    return best
