@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +85,27 @@ def test_bench_prints_each_row_as_it_finishes_and_checks_every_peer(tmp_path):
     assert next(row for row in rows if row[0] == "barrier")[-2:] == ["-", "-"]
 
 
+def test_a_peer_that_fails_to_start_is_skipped_with_its_error(tmp_path):
+    """A DeepSpeed whose op cannot start (here a stand-in package on the path) is reported, and
+    the run goes on without it."""
+    stand_in = tmp_path / "stand_in" / "deepspeed"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text("")
+    (stand_in / "comm.py").write_text(
+        "def init_distributed(**options):\n"
+        "    raise RuntimeError('its op did not build\\nthe compiler said more')\n")
+    env = _environment(tmp_path, hidden=())
+    env["PYTHONPATH"] = f"{stand_in.parent}{os.pathsep}{env['PYTHONPATH']}"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", "--ops", "all_reduce", "--sizes", "8",
+         "--peers", "deepspeed", "--rounds", "1", "--iters", "2"],
+        env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ("# skipped deepspeed: failed to start: RuntimeError: its op did not build"
+            in result.stdout.splitlines())
+    assert [row[:2] for row in _row_lines(result.stdout)] == [["all_reduce", "8"]]
+
+
 def test_a_peer_s_wrong_results_and_its_skipped_ops_are_noted():
     from torch_occl.bench import report
 
@@ -117,7 +137,6 @@ def test_deepspeed_is_timed_only_where_its_own_kernel_does_the_op():
 
 
 def test_plot_needs_matplotlib_before_the_run_starts(tmp_path):
-    started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "torch_occl.bench", "--plot", str(tmp_path / "bench.png")],
         env=_environment(tmp_path, hidden=("deepspeed", "matplotlib")), capture_output=True,
@@ -125,8 +144,7 @@ def test_plot_needs_matplotlib_before_the_run_starts(tmp_path):
     assert result.returncode == 2
     assert "--plot needs matplotlib, which does not import here" in result.stderr
     assert "pip install matplotlib" in result.stderr
-    assert result.stdout == ""  # no rank started
-    assert time.monotonic() - started < 60  # not after a default sweep (minutes)
+    assert result.stdout == ""  # no rank started: a run's head would be there
 
 
 def test_plot_draws_time_and_bandwidth_of_every_peer_on_log_axes(tmp_path):

@@ -167,7 +167,8 @@ def form(names, rank: int, world_size: int, gloo, shared_tensors: bool, say=prin
         except Unavailable as why:
             reason = str(why)
         except Exception as error:  # a peer that fails to start is reported, not fatal
-            reason = f"failed to start: {type(error).__name__}: {error}"
+            first_line = str(error).strip().split("\n")[0]
+            reason = f"failed to start: {type(error).__name__}: {first_line}"
         reasons = [None] * world_size
         dist.all_gather_object(reasons, reason, group=gloo)
         reason = next((why for why in reasons if why), None)

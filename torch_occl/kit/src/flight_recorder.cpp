@@ -196,6 +196,7 @@ FlightRecorder::Entry* FlightRecorder::find(int64_t id) {
 }
 
 void FlightRecorder::started(int64_t id) {
+  if (id < 0) return;  // not recorded (point-to-point, or no buffer): no lock to take
   std::lock_guard<std::mutex> lock(mutex_);
   if (Entry* entry = find(id)) {
     entry->started_ns = now_ns();
@@ -204,6 +205,7 @@ void FlightRecorder::started(int64_t id) {
 }
 
 void FlightRecorder::finished(int64_t id, bool ok) {
+  if (id < 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
   Entry* entry = find(id);
   if (entry == nullptr || entry->retired) return;
