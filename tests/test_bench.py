@@ -179,14 +179,31 @@ def test_help_documents_every_option_with_its_default():
     assert "largest size (default: 64M)" in " ".join(text.split())
 
 
-def test_json_keeps_every_round_of_a_sizes_list(tmp_path):
+def test_json_keeps_every_round_of_a_sizes_list_and_the_reduce_op(tmp_path):
     report_file = tmp_path / "bench.json"
-    _bench(tmp_path, "--ops", "all_reduce", "--sizes", "8,1K", "--peers", "gloo",
-           "--rounds", "3", "--iters", "2", "--json", str(report_file))
+    _bench(tmp_path, "--ops", "all_reduce,reduce_scatter_tensor", "--sizes", "8,1K", "--peers",
+           "gloo", "--redop", "max", "--rounds", "3", "--iters", "2", "--json", str(report_file))
     report = json.loads(report_file.read_text())
     assert report["peers"] == ["occl", "gloo"]  # occl is always one
-    assert [row["bytes"] for row in report["rows"]] == [8, 1024]
+    assert [(row["op"], row["bytes"], row["redop"]) for row in report["rows"]] == [
+        ("all_reduce", 8, "max"), ("all_reduce", 1024, "max"),
+        ("reduce_scatter_tensor", 8, "max"), ("reduce_scatter_tensor", 1024, "max")]
+    # Checked against max(1, 2) = 2: a bench that summed (3) would count every element wrong.
+    assert all(row["wrong"] == {"occl": 0, "gloo": 0} for row in report["rows"])
     assert all(len(times) == 3 for row in report["rows"] for times in row["rounds_us"].values())
+
+
+@pytest.mark.parametrize("option,value", [("--sizes", "8,lots"), ("--max-bytes", "-4K"),
+                                          ("--min-bytes", "0")])
+def test_a_size_that_is_not_one_is_refused_naming_the_option(option, value):
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", f"{option}={value}"],
+        env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    bad = value.split(",")[-1]
+    assert (f"argument {option}: {bad!r} is not a size: a positive number of bytes, with K, M or "
+            "G if you like") in result.stderr
+    assert result.stdout == ""  # refused before any rank started
 
 
 def test_the_floor_shares_the_bytes_each_op_writes_among_the_ranks():
@@ -342,3 +359,7 @@ def test_the_guard_command_exits_1_naming_the_slower_rows(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert slower.returncode == 1
     assert slower.stdout.splitlines()[0].startswith("slower: all_reduce 8 B float32 sum: occl 30.0")
+    missing = subprocess.run([*guard, "check", str(baseline), str(tmp_path / "none.json")],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(f"{tmp_path / 'none.json'}: not a bench report or baseline (")

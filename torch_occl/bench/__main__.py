@@ -34,7 +34,7 @@ import time
 import torch.multiprocessing as mp
 
 from . import report, worker
-from .cases import DTYPES, FORMATION_OPS, OPS, REDOPS, parse_bytes, sizes
+from .cases import DTYPES, FORMATION_OPS, OPS, REDOPS, parse_bytes, parse_sizes, sizes
 from .peers import PEERS, UNDER_MPIRUN
 
 
@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
            help=with_default("smallest size per rank's tensor; K, M and G suffixes"))
     option("--max-bytes", type=parse_bytes, default="64M", help=with_default("largest size"))
     option("--factor", type=int, default=4, help=with_default("each size is the last times this"))
-    option("--sizes", default=None,
+    option("--sizes", type=parse_sizes, default=None,
            help=with_default("comma-separated sizes (e.g. 8,4K,64K,1M); instead of --min-bytes, "
                              "--max-bytes and --factor"))
     option("--dtype", choices=sorted(DTYPES), default="float32", help=with_default("element type"))
@@ -92,8 +92,7 @@ def _arguments(argv) -> argparse.Namespace:
     unknown = [name for name in args.peers if name not in PEERS]
     if unknown:
         parse.error(f"--peers: unknown {unknown}; choose from {PEERS}")
-    args.sizes = ([parse_bytes(size) for size in args.sizes.split(",")] if args.sizes
-                  else sizes(args.min_bytes, args.max_bytes, args.factor))
+    args.sizes = args.sizes or sizes(args.min_bytes, args.max_bytes, args.factor)
     if "occl" not in args.peers:
         args.peers.insert(0, "occl")
     if args.plot:

@@ -3,6 +3,7 @@ floor beside it."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import time
 
@@ -30,11 +31,25 @@ REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.Reduce
 
 
 def parse_bytes(text: str) -> int:
+    """A size as the options spell it: 8, 4K, 1.5M, 2G (bytes)."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper().rstrip("B")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+    number = text.strip().upper().rstrip("B")
+    try:
+        if number and number[-1] in units:
+            size = int(float(number[:-1]) * units[number[-1]])
+        else:
+            size = int(number)
+    except ValueError:
+        size = -1
+    if size <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size: a positive number of bytes, with K, M or G if you like")
+    return size
+
+
+def parse_sizes(text: str) -> list[int]:
+    """A comma-separated list of sizes: 8,4K,64K,1M."""
+    return [parse_bytes(size) for size in text.split(",")]
 
 
 def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:

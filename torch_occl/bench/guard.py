@@ -88,8 +88,11 @@ def slower_rows(baseline: dict, runs: list[dict]) -> tuple[list[str], int]:
 
 
 def _load(path: str) -> dict:
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{path}: not a bench report or baseline ({error})")
 
 
 def main(argv=None) -> int:
