@@ -163,9 +163,10 @@ def test_wait_with_timeout_completes(occl_pool):
     assert occl_pool.run(w_wait_with_timeout_ok) == [True] * occl_pool.world_size
 
 
-# ---- ops the caller waits for at once (async_op=False) ------------------------------------
+# ---- ops the caller waits for at once (async_op=False), and small async ones ---------------
 # torch.distributed passes async_op as the options' asyncOp; occl then runs the op on the waiting
-# thread instead of waking the group's worker for it (occl_kit/executor.hpp).
+# thread instead of waking the group's worker for it (occl_kit/executor.hpp). It does the same for
+# an asynchronous op of at most OCCL_DEFERRED_ASYNC_MAX_BYTES (64 KiB), which wait() runs.
 
 
 def _worker_switches():
@@ -210,6 +211,44 @@ def test_waited_ops_leave_the_worker_asleep(occl_pool):
             f"rank {rank}: the worker woke {switches} times for {2 * calls} waited ops")
 
 
+SMALL = 64  # float32 elements: 256 B, within OCCL_DEFERRED_ASYNC_MAX_BYTES
+
+
+def w_async_ops_and_the_worker(rank, ws, call, n, calls):
+    """`calls` all_reduces of `n` elements, each issued asynchronously and waited for at once, as
+    `call` says; how many results were wrong, and how often the worker thread slept meanwhile.
+    (Whether a large op starts on the worker at once is tested through OCCL_DEBUG=TRACE, in
+    test_telemetry.py: a worker that finds no free core is not seen to switch.)"""
+    group = dist.distributed_c10d._get_default_group()
+    functional = torch.ops._c10d_functional
+    # Built before, so that the loop is short: an idle worker also wakes every 10 ms on its own.
+    inputs = [_values(rank, i, n) for i in range(calls)]
+    expected = [sum(_values(r, i, n) for r in range(ws)) for i in range(calls)]
+    outputs = []
+    before = _worker_switches()
+    for t in inputs:
+        if call == "functional":
+            t = functional.wait_tensor(functional.all_reduce(t, "sum", group.group_name))
+        else:
+            dist.all_reduce(t, async_op=True).wait()
+        outputs.append(t)
+    switches = _worker_switches() - before
+    return sum(_eq(t, e) is not None for t, e in zip(outputs, expected)), switches
+
+
+@occl_only("occl's worker thread")
+@pytest.mark.parametrize("call", ["async_op", "functional"])
+def test_small_async_ops_leave_the_worker_asleep(occl_pool, call):
+    calls = 200
+    for rank, (wrong, switches) in enumerate(occl_pool.run(w_async_ops_and_the_worker, call,
+                                                           SMALL, calls)):
+        assert wrong == 0, f"rank {rank}: {wrong} wrong results"
+        # Woken for every op (OCCL_DEFERRED_ASYNC_MAX_BYTES=0), the worker switched 31-44 times
+        # for these 200.
+        assert switches < calls // 10, (
+            f"rank {rank}: the worker woke {switches} times for {calls} small {call} ops")
+
+
 def w_waited_op_behind_async_ones(rank, ws):
     """A waited op queued behind async ones runs after them; every result is right."""
     issued = [_issue(rank, ws, i) for i in range(6)]
@@ -230,14 +269,14 @@ def test_waited_op_behind_async_ones(occl_pool):
     assert not problems, "\n".join(problems)
 
 
-def w_op_marked_waited_completes_any_way(rank, ws, how):
-    """A caller that says it waits at once (asyncOp False) but waits through the future,
-    is_completed() or wait(timeout) still gets the op done (the worker is woken for it), and so
-    does one that does not wait at all."""
+def w_op_marked_waited_completes_any_way(rank, ws, async_op, how):
+    """A caller that says it waits at once (asyncOp False), or issues a small async op, but waits
+    through the future, is_completed() or wait(timeout) still gets the op done (the worker is
+    woken for it), and so does one that does not wait at all."""
     group = dist.distributed_c10d._get_default_group()
     t = torch.full((1000,), float(rank + 1))
     opts = dist.AllreduceOptions()
-    opts.asyncOp = False
+    opts.asyncOp = async_op
     work = group.allreduce([t], opts)
     if how == "future":
         work.get_future().wait()
@@ -246,8 +285,8 @@ def w_op_marked_waited_completes_any_way(rank, ws, how):
         while not work.is_completed():
             assert time.monotonic() < deadline, "is_completed() stayed False for 20 s"
             time.sleep(0.001)
-    elif how == "not_at_all":  # the idle worker finds it within a second
-        time.sleep(3)
+    elif how == "not_at_all":  # the idle worker finds it within Executor::kLookAgain (10 ms)
+        time.sleep(1)
         result = _eq(t, torch.full((1000,), float(ws * (ws + 1) // 2)))
         work.wait()
         return result
@@ -257,8 +296,9 @@ def w_op_marked_waited_completes_any_way(rank, ws, how):
 
 
 @pytest.mark.parametrize("how", ["future", "is_completed", "wait_with_timeout", "not_at_all"])
-def test_op_marked_waited_completes_any_way(occl_pool, how):
-    assert occl_pool.run(w_op_marked_waited_completes_any_way, how,
+@pytest.mark.parametrize("async_op", [False, True], ids=["marked_waited", "small_async"])
+def test_op_marked_waited_completes_any_way(occl_pool, async_op, how):
+    assert occl_pool.run(w_op_marked_waited_completes_any_way, async_op, how,
                          timeout=60) == [None] * occl_pool.world_size
 
 

@@ -171,7 +171,7 @@ def test_help_documents_every_option_with_its_default():
     parse = parser()
     text = parse.format_help()
     options = [action for action in parse._actions if action.option_strings != ["-h", "--help"]]
-    assert len(options) == 16
+    assert len(options) == 17
     for action in options:
         assert action.option_strings[0] in text
         assert action.help and action.help.endswith("(default: %(default)s)"), action.dest
@@ -191,6 +191,41 @@ def test_json_keeps_every_round_of_a_sizes_list_and_the_reduce_op(tmp_path):
     # Checked against max(1, 2) = 2: a bench that summed (3) would count every element wrong.
     assert all(row["wrong"] == {"occl": 0, "gloo": 0} for row in report["rows"])
     assert all(len(times) == 3 for row in report["rows"] for times in row["rounds_us"].values())
+
+
+@pytest.mark.parametrize("call", ["async", "functional"])
+def test_call_times_async_and_functional_calls_and_checks_them(tmp_path, call):
+    report_file = tmp_path / "bench.json"
+    result = _bench(tmp_path, "--sizes", "8", "--peers", "gloo,fake", "--call", call,
+                    "--rounds", "2", "--iters", "2", "--json", str(report_file))
+    report = json.loads(report_file.read_text())
+    assert report["call"] == call
+    label = {"async": "async_op=True then wait()", "functional": "functional op then wait_tensor"}
+    assert result.stdout.splitlines()[0].endswith(", " + label[call])
+    timed = [row["op"] for row in report["rows"]]
+    if call == "functional":  # torch has no functional barrier or send/recv
+        assert timed == ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
+                         "broadcast", "all_to_all_single"]
+        for op in ("barrier", "send_recv"):
+            assert (f"# not timed: {op}: torch has no functional {op} (--call sync or async)"
+                    in result.stdout.splitlines())
+    else:
+        assert timed == list(ROW_OPS)
+    # A call whose result went nowhere (a functional op's new tensor dropped) leaves the inputs.
+    assert all(row["wrong"] == {"occl": 0, "gloo": 0, "fake": None} for row in report["rows"])
+
+
+def test_deepspeed_and_forming_groups_are_timed_as_blocking_calls_only():
+    from torch_occl.bench.cases import refuses_call
+    from torch_occl.bench.peers import Peer
+
+    peer = Peer("deepspeed", None, None, blocking_only=True)
+    assert peer.refuses_row("all_reduce", "float32", "sync") is None
+    assert peer.refuses_row("all_reduce", "float32", "async") == (
+        "--call async: deepspeed's op is a blocking call only")
+    assert refuses_call("new_group", "functional") == (
+        "new_group: forming a group is timed as a blocking call only (--call sync)")
+    assert refuses_call("broadcast", "functional") is None
 
 
 @pytest.mark.parametrize("option,value", [("--sizes", "8,lots"), ("--max-bytes", "-4K"),
@@ -363,3 +398,15 @@ def test_the_guard_command_exits_1_naming_the_slower_rows(tmp_path):
                              env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1
     assert missing.stderr.startswith(f"{tmp_path / 'none.json'}: not a bench report or baseline (")
+
+
+def test_steps_train_and_decode_on_occl_and_gloo_to_the_same_weights(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench.steps", "--steps", "2", "--rounds", "1"],
+        env=_environment(tmp_path), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line.split() for line in result.stdout.splitlines()]
+    assert [line[0] for line in lines] == ["ddp", "tp-decode", "tp-train"], result.stdout
+    assert all(line[-1] == "equal" for line in lines), result.stdout
+    # Every functional collective was waited for (torch warns of those that were not).
+    assert "unwaited collective calls" not in result.stderr

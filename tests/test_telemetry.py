@@ -296,11 +296,21 @@ dist.destroy_process_group()
 """
 
 
-def _run_two_ranks(tmp_path, env) -> list[list[str]]:
-    """Each rank's lines from occl on stderr, running TWO_RANKS with `env`."""
+ASYNC_OPS = """
+import datetime, sys, torch, torch.distributed as dist, torch_occl
+dist.init_process_group("occl", init_method="file://" + sys.argv[2], rank=int(sys.argv[1]),
+                        world_size=2, timeout=datetime.timedelta(seconds=30))
+dist.all_reduce(torch.ones(16384), async_op=True).wait()
+dist.all_reduce(torch.ones(16385), async_op=True).wait()
+dist.destroy_process_group()
+"""
+
+
+def _run_two_ranks(tmp_path, env, script=TWO_RANKS) -> list[list[str]]:
+    """Each rank's lines from occl on stderr, running `script` with `env`."""
     environment = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env}
     store = tmp_path / f"store-{time.monotonic_ns()}"
-    ranks = [subprocess.Popen([sys.executable, "-c", TWO_RANKS, str(rank), str(store)],
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(rank), str(store)],
                               env=environment, stderr=subprocess.PIPE, text=True)
              for rank in range(2)]
     outputs = [process.communicate(timeout=120)[1] for process in ranks]
@@ -338,3 +348,20 @@ def test_occl_debug_trace_logs_every_op_and_nothing_is_logged_without_it(tmp_pat
             f"occl TRACE occl.broadcast #1 in group 0 (rank {rank} of 2): 3 elements in, 3 out"
             " (float64)"], lines
     assert _run_two_ranks(tmp_path, {}) == [[], []]
+
+
+def test_occl_debug_trace_says_which_async_ops_start_at_once(tmp_path):
+    """An async op of at most OCCL_DEFERRED_ASYNC_MAX_BYTES (64 KiB) waits for its waiter, which
+    runs it; a larger one starts on the group's worker at once, to overlap the caller's work."""
+    logged = _run_two_ranks(tmp_path, {"OCCL_DEBUG": "TRACE"}, ASYNC_OPS)
+    for rank, lines in enumerate(logged):
+        where = f"in group 0 (rank {rank} of 2): "
+        assert [line for line in lines if " TRACE " in line] == [
+            f"occl TRACE occl.allreduce #0 {where}16384 elements in, 16384 out (float32), async"
+            " (run when waited for)",
+            f"occl TRACE occl.allreduce #1 {where}16385 elements in, 16385 out (float32), async"
+            " (started at once)"], lines
+    logged = _run_two_ranks(tmp_path, {"OCCL_DEBUG": "TRACE", "OCCL_DEFERRED_ASYNC_MAX_BYTES": "0"},
+                            ASYNC_OPS)
+    assert all(line.endswith("async (started at once)")
+               for lines in logged for line in lines if " TRACE " in line), logged

@@ -34,7 +34,8 @@ import time
 import torch.multiprocessing as mp
 
 from . import report, worker
-from .cases import DTYPES, FORMATION_OPS, OPS, REDOPS, parse_bytes, parse_sizes, sizes
+from .cases import (CALLS, DTYPES, FORMATION_OPS, OPS, REDOPS, parse_bytes, parse_sizes,
+                    sizes)
 from .peers import PEERS, UNDER_MPIRUN
 
 
@@ -64,6 +65,9 @@ def parser() -> argparse.ArgumentParser:
     option("--dtype", choices=sorted(DTYPES), default="float32", help=with_default("element type"))
     option("--redop", choices=sorted(REDOPS), default="sum",
            help=with_default("reduce op of all_reduce and reduce_scatter_tensor"))
+    option("--call", choices=CALLS, default="sync",
+           help=with_default("how ops are called: the blocking call; async_op=True, then wait(); "
+                             "or torch.ops._c10d_functional's op, then wait_tensor"))
     option("--iters", type=int, default=20,
            help=with_default("back-to-back calls per round (fewer above 1 MiB, at least 5)"))
     option("--rounds", type=int, default=5, help=with_default("rounds per peer, alternating"))

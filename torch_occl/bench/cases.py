@@ -23,6 +23,11 @@ OPS = (
 FORMATION_OPS = ("new_group", "new_subgroups", "split_group")
 SIZELESS_OPS = ("barrier",) + FORMATION_OPS
 REDUCING_OPS = ("all_reduce", "reduce_scatter_tensor")
+# How a row calls its op: torch.distributed's blocking call; async_op=True and then wait(); or
+# the functional op and wait_tensor, as DTensor, tensor parallelism and compiled code call it.
+CALLS = ("sync", "async", "functional")
+FUNCTIONAL_OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
+                  "all_to_all_single")
 MIN_ITERS_PER_ROUND = 5
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16, "int32": torch.int32, "int64": torch.int64}
@@ -83,19 +88,29 @@ def reduced(redop: str, n: int) -> float:
     return product
 
 
-def dist_all_reduce(tensor, redop: str, group) -> None:
-    dist.all_reduce(tensor, op=REDOPS[redop], group=group)
+def dist_all_reduce(tensor, redop: str, group, async_op: bool = False):
+    return dist.all_reduce(tensor, op=REDOPS[redop], group=group, async_op=async_op)
+
+
+def refuses_call(op: str, call: str):
+    """Why `op` cannot be called as `call`, or None."""
+    if call != "sync" and op in FORMATION_OPS:
+        return f"{op}: forming a group is timed as a blocking call only (--call sync)"
+    if call == "functional" and op not in FUNCTIONAL_OPS:
+        return f"{op}: torch has no functional {op} (--call sync or async)"
+    return None
 
 
 class Case:
     """Buffers and a call for one op at one size; `wrong()` counts mismatches after a call.
 
     `empty(count, dtype=...)` allocates the buffers the op reads and writes; `all_reduce(tensor,
-    redop, group)` is the peer's all_reduce (torch.distributed's, or a library's own call)."""
+    redop, group, async_op)` is the peer's all_reduce (torch.distributed's, or a library's own
+    call); `call` is one of CALLS."""
 
     def __init__(self, op: str, count: int, dtype: torch.dtype, redop: str, rank: int, n: int,
-                 empty=torch.empty, all_reduce=dist_all_reduce):
-        self.op, self.redop, self.rank, self.n = op, redop, rank, n
+                 empty=torch.empty, all_reduce=dist_all_reduce, call: str = "sync"):
+        self.op, self.redop, self.rank, self.n, self.call = op, redop, rank, n, call
         self.all_reduce = all_reduce
         fill = float(rank + 1)
         if op == "all_reduce":
@@ -141,18 +156,54 @@ class Case:
             self.formed.clear()
 
     def run(self, group) -> None:
+        if self.call == "functional":
+            self._run_functional(group)
+        elif self.call == "async":
+            work = self._issue(group, async_op=True)
+            if work is not None:  # a rank outside send_recv's pair
+                work.wait()
+        else:
+            self._issue(group, async_op=False)
+
+    def _run_functional(self, group) -> None:
+        ops, name, op = torch.ops._c10d_functional, group.group_name, self.op
+        if op == "all_reduce":
+            self.data = ops.wait_tensor(ops.all_reduce(self.data, self.redop, name))
+        elif op == "all_gather_into_tensor":
+            self.out = ops.wait_tensor(ops.all_gather_into_tensor(self.data, self.n, name))
+        elif op == "reduce_scatter_tensor":
+            self.out = ops.wait_tensor(
+                ops.reduce_scatter_tensor(self.data, self.redop, self.n, name))
+        elif op == "broadcast":
+            self.data = ops.wait_tensor(ops.broadcast(self.data, 0, name))
+        else:
+            splits = [self.data.numel() // self.n] * self.n
+            self.out = ops.wait_tensor(ops.all_to_all_single(self.data, splits, splits, name))
+
+    def _issue(self, group, async_op: bool):
+        """The op through torch.distributed; its Work when `async_op`."""
         op = self.op
         if op == "all_reduce":
-            self.all_reduce(self.data, self.redop, group)
-        elif op == "all_gather_into_tensor":
-            dist.all_gather_into_tensor(self.out, self.data, group=group)
-        elif op == "reduce_scatter_tensor":
-            dist.reduce_scatter_tensor(self.out, self.data, op=REDOPS[self.redop], group=group)
-        elif op == "broadcast":
-            dist.broadcast(self.data, src=0, group=group)
-        elif op == "all_to_all_single":
-            dist.all_to_all_single(self.out, self.data, group=group)
-        elif op == "new_group":
+            return self.all_reduce(self.data, self.redop, group, async_op)
+        if op == "all_gather_into_tensor":
+            return dist.all_gather_into_tensor(self.out, self.data, group=group, async_op=async_op)
+        if op == "reduce_scatter_tensor":
+            return dist.reduce_scatter_tensor(self.out, self.data, op=REDOPS[self.redop],
+                                              group=group, async_op=async_op)
+        if op == "broadcast":
+            return dist.broadcast(self.data, src=0, group=group, async_op=async_op)
+        if op == "all_to_all_single":
+            return dist.all_to_all_single(self.out, self.data, group=group, async_op=async_op)
+        if op == "send_recv":
+            # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
+            if self.rank == 0:
+                return (dist.isend if async_op else dist.send)(self.data, dst=1, group=group)
+            if self.rank == 1:
+                return (dist.irecv if async_op else dist.recv)(self.data, src=0, group=group)
+            return None
+        if op == "barrier":
+            return dist.barrier(group=group, async_op=async_op)
+        if op == "new_group":
             self.formed.append(dist.new_group(backend=dist.get_backend(group)))
         elif op in ("split_group", "new_subgroups"):
             first = (self.n + 1) // 2  # the second half's lowest rank
@@ -171,14 +222,7 @@ class Case:
                     formed = dist.new_group(members, backend=backend)
                     if self.rank in members:
                         self.formed.append(formed)
-        elif op == "send_recv":
-            # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
-            if self.rank == 0:
-                dist.send(self.data, dst=1, group=group)
-            elif self.rank == 1:
-                dist.recv(self.data, src=0, group=group)
-        else:
-            dist.barrier(group=group)
+        return None
 
     def result(self):
         if self.op in ("all_reduce", "broadcast"):

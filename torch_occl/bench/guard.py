@@ -5,7 +5,7 @@ run-to-run noise the baseline measured.
     python -m torch_occl.bench.guard check BASELINE.json RUN.json [RUN.json ...]
 
 Each RUN.json is a `python -m torch_occl.bench --json` report; runs of one kind (world size,
-dtype, transport, launcher, shared tensors) only. `baseline` keeps, per row, occl's median of each
+dtype, transport, launcher, shared tensors, call) only. `baseline` keeps, per row, occl's median of each
 run (three runs or more). `check` calls a row slower when even the fastest of the new runs (give
 it three) exceeds the slowest baseline run by more than the noise: the row's own spread (slowest
 over fastest run) or, if larger, the spread that three quarters of the baseline's rows stay
@@ -22,11 +22,12 @@ import sys
 
 MIN_NOISE = 0.05
 TYPICAL_QUANTILE = 0.75  # of the rows' spreads: the noise every row is granted
-SETUP_KEYS = ("world_size", "dtype", "transport", "launcher", "shared_tensors")
+SETUP_KEYS = ("world_size", "dtype", "transport", "launcher", "shared_tensors", "call")
+SETUP_DEFAULTS = {"call": "sync"}  # what a run from before the key existed did
 
 
 def _setup(report: dict) -> dict:
-    return {key: report.get(key) for key in SETUP_KEYS}
+    return {key: report.get(key, SETUP_DEFAULTS.get(key)) for key in SETUP_KEYS}
 
 
 def _key(row: dict) -> str:

@@ -41,6 +41,13 @@ class Peer:
     checked: bool = True  # a no-op backend is timed, never checked
     empty: Callable = torch.empty
     all_reduce: Callable = dist_all_reduce
+    blocking_only: bool = False  # its call has no asynchronous or functional form
+
+    def refuses_row(self, op: str, dtype: str, call: str) -> Optional[str]:
+        """Why this peer does not time `op` called as `call`, or None."""
+        if call != "sync" and self.blocking_only:
+            return f"--call {call}: {self.name}'s op is a blocking call only"
+        return self.refuses(op, dtype)
 
 
 def _refuses_formation(name: str) -> Callable[[str, str], Optional[str]]:
@@ -111,11 +118,11 @@ def _form_deepspeed(rank, world_size, gloo, shared_tensors) -> Peer:
     reduce_ops = {"sum": deepspeed.comm.ReduceOp.SUM, "max": deepspeed.comm.ReduceOp.MAX,
                   "min": deepspeed.comm.ReduceOp.MIN, "product": deepspeed.comm.ReduceOp.PRODUCT}
 
-    def all_reduce(tensor, redop, group):
+    def all_reduce(tensor, redop, group, async_op):
         deepspeed.comm.inference_all_reduce(tensor, op=reduce_ops[redop])
 
     return Peer("deepspeed", None, gloo, lambda op, dtype: deepspeed_refuses(op, dtype, level),
-                all_reduce=all_reduce)
+                all_reduce=all_reduce, blocking_only=True)
 
 
 def deepspeed_files() -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from .cases import SIZELESS_OPS, bus_factor
 
 # Short column names; the head says which peer each stands for.
+CALL_LABELS = {"sync": "blocking calls", "async": "async_op=True then wait()",
+               "functional": "functional op then wait_tensor"}
 LABELS = {"occl": "occl", "gloo": "gloo", "deepspeed": "ds", "occl_mpi": "mpi", "fake": "fake"}
 RATIO_PEERS = ("gloo", "deepspeed", "occl_mpi")  # speed-up of occl over each
 
@@ -26,7 +28,7 @@ def head_lines(head: dict) -> list[str]:
     lines = [f"# world size {head['world_size']} ({head['launcher']}), {head['dtype']}, occl "
              f"transport {head['transport']}{shared}, single-core memcpy "
              f"{head['memcpy_gbps']:.2f} GB/s, CPUs per rank {head['cpus_per_rank']}, median of "
-             f"{head['rounds']} alternating rounds"]
+             f"{head['rounds']} alternating rounds, {CALL_LABELS[head['call']]}"]
     lines.append("# peers: " + ", ".join(f"{LABELS[name]} = {name}" for name in head["peers"]))
     for name, why in head["skipped"].items():
         lines.append(f"# skipped {name}: {why}")

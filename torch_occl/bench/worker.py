@@ -17,7 +17,7 @@ import torch.distributed as dist
 from . import peers as peer_setup
 from . import report
 from .cases import (DTYPES, REDUCING_OPS, SIZELESS_OPS, Case, Floor, bus_factor, floor_bytes,
-                    iterations, memcpy_seconds, time_round)
+                    iterations, memcpy_seconds, refuses_call, time_round)
 
 
 def _say(line: str) -> None:
@@ -37,12 +37,12 @@ def _row(op, nbytes, args, peers, rank, world_size, gloo, noted: set) -> dict:
     element = torch.empty((), dtype=dtype).element_size()
     count = 0 if op in SIZELESS_OPS else max(nbytes // element, 1)
     redop = args.redop if op in REDUCING_OPS else "none"
-    refused = {peer.name: peer.refuses(op, args.dtype) for peer in peers}
+    refused = {peer.name: peer.refuses_row(op, args.dtype, args.call) for peer in peers}
     cases = {}
     for peer in peers:
         if refused[peer.name] is None:
             cases[peer.name] = Case(op, count, dtype, args.redop, rank, world_size, peer.empty,
-                                    peer.all_reduce)
+                                    peer.all_reduce, args.call)
     by_name = {peer.name: peer for peer in peers}
     wrong_here = {}
     for name, case in cases.items():  # warm up, and check every peer once
@@ -114,7 +114,7 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
     head = {"world_size": world_size, "memcpy_gbps": memcpy,
             "transport": os.environ.get("OCCL_TRANSPORT", "auto"),
             "shared_tensors": args.shared_tensors, "cpus_per_rank": cpus, "dtype": args.dtype,
-            "peers": names, "skipped": skipped, "rounds": args.rounds,
+            "peers": names, "skipped": skipped, "rounds": args.rounds, "call": args.call,
             "launcher": "mpirun" if peer_setup.UNDER_MPIRUN else "spawn"}
     if rank == 0:
         for line in report.head_lines(head):
@@ -122,6 +122,11 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
     rows, noted = [], set()
     for op in args.ops:
         if op == "send_recv" and world_size < 2:
+            continue
+        uncallable = refuses_call(op, args.call)
+        if uncallable:
+            if rank == 0:
+                _say(f"# not timed: {uncallable}")
             continue
         for nbytes in [0] if op in SIZELESS_OPS else args.sizes:
             rows.append(_row(op, nbytes, args, peers, rank, world_size, gloo, noted))

@@ -129,6 +129,10 @@ void MeshRuntime::exchange_signatures(kit::OpContext& ctx, const void* mine, voi
 
 bool MeshRuntime::agreement_enabled() const { return Tuning::get().check_signatures; }
 
+size_t MeshRuntime::deferred_async_max_bytes() const {
+  return Tuning::get().deferred_async_max_bytes;
+}
+
 void MeshRuntime::close() {
   std::lock_guard<std::mutex> lock(mesh_mutex_);
   mesh_.reset();

@@ -35,6 +35,7 @@ class MeshRuntime final : public Runtime {
   void exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,
                            size_t bytes) override;
   bool agreement_enabled() const override;
+  size_t deferred_async_max_bytes() const override;
   // Tells the other ranks that this one gave up, unless it did so because of one of them (or
   // of abort()): each knows already. After a timeout, adds what the awaited ranks reported.
   std::string gave_up(const std::string& failure, const kit::LinkError& error) override;

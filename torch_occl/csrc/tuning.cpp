@@ -30,6 +30,7 @@ const Tuning& Tuning::get() {
     override_from_env("OCCL_SHM_RING_BYTES", t.shm_ring_bytes);
     override_from_env("OCCL_LOOPBACK_SEND_BUFFER_BYTES", t.loopback_send_buffer_bytes);
     override_from_env("OCCL_SPIN_US", t.spin_us);
+    override_from_env("OCCL_DEFERRED_ASYNC_MAX_BYTES", t.deferred_async_max_bytes);
     override_from_env("OCCL_CHECK_SIGNATURES", t.check_signatures);
     if (t.pipeline_chunk_bytes == 0) t.pipeline_chunk_bytes = 1;
     return t;

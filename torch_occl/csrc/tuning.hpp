@@ -36,6 +36,12 @@ struct Tuning {
   // sleeps on its doorbell or in poll(). Ranks that outnumber the cores never spin: their peers
   // need the core. OCCL_SPIN_US
   int spin_us = 200;
+  // An asynchronous collective (async_op=True, the functional collectives) writing at most this
+  // many bytes is run by the thread that waits for it rather than by the group's worker, which
+  // is not woken for it: on a VM the wake costs about 10 us and takes a core a peer needs, more
+  // than such an op gains by starting early (kit::Runtime::deferred_async_max_bytes).
+  // OCCL_DEFERRED_ASYNC_MAX_BYTES
+  size_t deferred_async_max_bytes = 64 * 1024;
   // Every collective first checks that all ranks call the same one (occl_kit/signature.hpp).
   // Turn off only to measure its cost; every rank must use the same value. OCCL_CHECK_SIGNATURES
   bool check_signatures = true;

@@ -70,6 +70,12 @@ int64_t total_elements(const std::vector<at::Tensor>& tensors) {
   return total;
 }
 
+size_t total_bytes(const std::vector<at::Tensor>& tensors) {
+  size_t total = 0;
+  for (const auto& tensor : tensors) total += tensor.nbytes();
+  return total;
+}
+
 // torch's record_param_comms, as NCCL's ops record it: a profiler event carrying the op's name,
 // sequence number, group, element counts and dtype. Called only while a profiler listens.
 void record_param_comms(const c10d::Backend& backend, const GroupInfo& group, const OpInfo& op,
@@ -128,6 +134,7 @@ Engine::Engine(Runtime& runtime, const c10d::Backend& backend, GroupInfo group, 
       backend_(backend),
       group_(std::move(group)),
       agree_(agree && group_.size > 1 && runtime.agreement_enabled()),
+      deferred_async_max_bytes_(runtime.deferred_async_max_bytes()),
       group_description_(std::make_shared<const std::string>(
           describe_group(group_.name, group_.rank, group_.size, group_.global_ranks))),
       coalesced_title_(group_.backend + ":coalesced"),
@@ -153,8 +160,9 @@ void Engine::collect(const c10::intrusive_ptr<Work>& work) {
 }
 
 c10::intrusive_ptr<Work> Engine::start(const OpInfo& op, uint64_t sequence, bool p2p,
-                                       bool async_op, std::chrono::milliseconds timeout,
-                                       TensorsFn inputs, std::vector<at::Tensor> outputs) {
+                                       bool async_op, bool deferred,
+                                       std::chrono::milliseconds timeout, TensorsFn inputs,
+                                       std::vector<at::Tensor> outputs) {
   const bool trace = C10_UNLIKELY(debug_ >= DebugLevel::Trace);
   const bool profiled = C10_UNLIKELY(at::hasCallbacks());
   if (trace || profiled) {
@@ -165,7 +173,8 @@ c10::intrusive_ptr<Work> Engine::start(const OpInfo& op, uint64_t sequence, bool
                 std::to_string(total_elements(read)) + " elements in, " +
                     std::to_string(total_elements(outputs)) + " out" +
                     (read.empty() ? "" : " (" + dtype_name(read[0].scalar_type()) + ")") +
-                    (async_op ? ", async" : ""));
+                    (!async_op ? "" : deferred ? ", async (run when waited for)"
+                                               : ", async (started at once)"));
     }
     if (profiled) record_param_comms(backend_, group_, op, sequence, p2p, async_op, read, outputs);
   }
@@ -210,7 +219,9 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
                                        OpFn run, CopyBack copy_back) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
   const uint64_t sequence = collectives_submitted_++;
-  auto work = start(op, sequence, /*p2p=*/false, async_op, timeout, inputs, std::move(outputs));
+  const bool caller_runs = !async_op || total_bytes(outputs) <= deferred_async_max_bytes_;
+  auto work = start(op, sequence, /*p2p=*/false, async_op, caller_runs, timeout, inputs,
+                    std::move(outputs));
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
                run = std::move(run), copy_back = std::move(copy_back), work]() mutable {
     execute(op, sequence, timeout, signature, run, copy_back, *work);
@@ -223,7 +234,7 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
               -1);
   };
   try {
-    work->ticket_ = executor_.submit(std::move(task), std::move(cancel), !async_op);
+    work->ticket_ = executor_.submit(std::move(task), std::move(cancel), caller_runs);
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, op.label, ": ", e.what());
   }
@@ -281,8 +292,8 @@ c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::millisecond
                                       OpFn run, CopyBack copy_back) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
   const uint64_t sequence = p2p_submitted_++;
-  auto work = start(op, sequence, /*p2p=*/true, /*async_op=*/true, timeout, inputs,
-                    std::move(outputs));
+  auto work = start(op, sequence, /*p2p=*/true, /*async_op=*/true, /*deferred=*/false, timeout,
+                    inputs, std::move(outputs));
   work->started();
   std::string prefix = describe_op(op.label, sequence);
   // May run after the engine is gone (from a runtime's own thread): holds what it needs.

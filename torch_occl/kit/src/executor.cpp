@@ -4,18 +4,10 @@
 
 #include <pthread.h>
 
-#include <chrono>
 #include <exception>
 #include <stdexcept>
 
 namespace occl::kit {
-namespace {
-
-// The worker is not woken for a task its caller runs; it still looks this often, so that such a
-// task nobody claims (a C++ caller that set asyncOp false and then did not wait) runs anyway.
-constexpr auto kLookAgain = std::chrono::seconds(1);
-
-}  // namespace
 
 Executor::Executor() : queue_(std::make_shared<Queue>()) {
   // The worker owns its share of the queue; stop() waits for the work, not the thread.
@@ -39,16 +31,19 @@ Executor::Ticket Executor::submit(Task task, Task cancel, bool caller_runs) {
   return ticket;
 }
 
-bool Executor::Ticket::run_if_next() const {
+bool Executor::Ticket::run_here() const {
   auto queue = queue_.lock();
   if (!queue) return false;
   std::unique_lock<std::mutex> lock(queue->mutex);
-  if (queue->running || queue->abandoned || queue->tasks.empty() ||
-      queue->tasks.front().id != id_) {
-    return false;
+  // Tasks leave from the front, in id order: while the front is this one or an earlier one, this
+  // one is still queued.
+  while (!queue->running && !queue->abandoned && !queue->tasks.empty() &&
+         queue->tasks.front().id <= id_) {
+    const bool mine = queue->tasks.front().id == id_;
+    run_front(*queue, lock);
+    if (mine) return true;
   }
-  run_front(*queue, lock);
-  return true;
+  return false;
 }
 
 void Executor::Ticket::wake_worker() const {
@@ -104,12 +99,18 @@ void Executor::run_front(Queue& queue, std::unique_lock<std::mutex>& lock) {
 
 void Executor::loop(std::shared_ptr<Queue> queue) {
   ::pthread_setname_np(::pthread_self(), "occl-worker");  // for top -H, gdb and /proc
+  constexpr int kLooksBeforeIdle = kLookAgainWhenIdle / kLookAgain;
   std::unique_lock<std::mutex> lock(queue->mutex);
+  uint64_t submitted_before = queue->next_id;  // what was submitted when it last looked
+  int empty_looks = 0;                          // looks since then that found nothing new
   for (;;) {
+    empty_looks = queue->next_id == submitted_before ? empty_looks + 1 : 0;
+    submitted_before = queue->next_id;
     // A task run by a waiting thread is waited for here, even when stopping.
-    if (!queue->ready.wait_for(lock, kLookAgain, [&] {
-          return !queue->running && (queue->stopping || !queue->tasks.empty());
-        })) {
+    if (!queue->ready.wait_for(
+            lock, empty_looks > kLooksBeforeIdle ? kLookAgainWhenIdle : kLookAgain, [&] {
+              return !queue->running && (queue->stopping || !queue->tasks.empty());
+            })) {
       continue;
     }
     if (queue->abandoned) {

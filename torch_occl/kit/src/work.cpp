@@ -69,7 +69,7 @@ std::vector<at::Tensor> Work::result() { return outputs_; }
 int Work::sourceRank() const { return source_rank_; }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
-  if (timeout != ::kNoTimeout || !ticket_.run_if_next()) ticket_.wake_worker();
+  if (timeout != ::kNoTimeout || !ticket_.run_here()) ticket_.wake_worker();
   return c10d::Work::wait(timeout);
 }
 

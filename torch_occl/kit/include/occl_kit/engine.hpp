@@ -6,7 +6,8 @@
 // op, its sequence number and the group in every error, bounds it by its timeout, and fails
 // every later op of the group at once after a link failure.
 //   queued (collectives)  in issue order on the group's worker thread, or on the thread that
-//                         waits for the op when the caller said it waits at once (Executor)
+//                         waits for the op when the caller said it waits at once or the op is
+//                         small (Runtime::deferred_async_max_bytes, Executor)
 //   posted (p2p)          at once on the caller's thread; the runtime completes the op through
 //                         OpContext::done or hands a request to the completion engine
 #pragma once
@@ -82,6 +83,14 @@ class Runtime {
   virtual void exchange_signatures(OpContext& ctx, const void* mine, void* everyone, size_t bytes);
   // Agreement on, the runtime may still skip it (a knob to measure its cost).
   virtual bool agreement_enabled() const { return true; }
+  // An asynchronous collective whose outputs hold at most this many bytes does not wake the
+  // group's worker when issued: the thread that waits for it runs it, as for a blocking call.
+  // Where waking a thread costs more than such an op (a CPU transport), that keeps async_op and
+  // the functional collectives as fast as the blocking call. It still starts at once when
+  // getFuture() or isCompleted() is asked (DDP's comm hooks), when a later op wakes the worker,
+  // and at the latest after Executor::kLookAgain. 0: every asynchronous op starts at once (an
+  // accelerator's library, which only enqueues it).
+  virtual size_t deferred_async_max_bytes() const { return 0; }
   // An op failed with `error`, which broke the links; `failure` is its error text. Returns the
   // text the op and every later one fail with (a runtime may tell the other ranks, and add what
   // they report).
@@ -171,11 +180,12 @@ class Engine {
   void execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
                Signature& signature, const OpFn& run, const CopyBack& copy_back, Work& work);
   // A new Work for op number `sequence` (timed when timing is on, or a hook is set), logged at
-  // TRACE and recorded for the profiler when one listens.
+  // TRACE (`deferred`: an async op the worker was not woken for) and recorded for the profiler
+  // when one listens.
   // A collective's Work is also recorded in the flight recorder (flight_recorder.hpp).
   c10::intrusive_ptr<Work> start(const OpInfo& op, uint64_t sequence, bool p2p, bool async_op,
-                                 std::chrono::milliseconds timeout, TensorsFn inputs,
-                                 std::vector<at::Tensor> outputs);
+                                 bool deferred, std::chrono::milliseconds timeout,
+                                 TensorsFn inputs, std::vector<at::Tensor> outputs);
   // Writes the flight recorder's dump after the group's first link failure (not after abort()),
   // in collective `sequence`, and after a timeout, what the awaited ranks last reported
   // (`joined`: they had sent their signatures for it). What the error adds about it.
@@ -187,6 +197,7 @@ class Engine {
   const c10d::Backend& backend_;
   GroupInfo group_;
   const bool agree_;
+  const size_t deferred_async_max_bytes_;  // the runtime's, asked once
   // "group G (rank r of n; ...)", shared with cancelled ops, which may outlive the engine.
   std::shared_ptr<const std::string> group_description_;
   // Ops submitted so far, each kind counted on its own: they name ops in errors, and collectives

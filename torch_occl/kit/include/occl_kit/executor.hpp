@@ -2,10 +2,12 @@
 //
 // Ops of one group must run in issue order on every rank (that is what makes the ranks agree on
 // what each message is); groups have their own executor, so they never block each other.
-// A thread that is about to wait for an op may run it itself when the op is next in line: the
-// order is the same, and two thread hand-offs (wake the worker, be woken by it) are saved.
+// A thread that is about to wait for an op may run it itself, with any queued before it, when no
+// task is running: the order is the same, and two thread hand-offs (wake the worker, be woken by
+// it) are saved.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -27,10 +29,11 @@ class Executor {
   class Ticket {
    public:
     Ticket() = default;
-    // Runs the task on the calling thread, and returns once it has run, if it is next in line:
-    // no task is running and none was queued before it. Returns false, doing nothing, when the
-    // worker has taken it (or the executor is gone).
-    bool run_if_next() const;
+    // Runs the tasks queued before this one and then this one on the calling thread, in order,
+    // while no other thread runs a task; returns true once this one has run here. Returns false
+    // when another thread runs a task (the worker, which takes the rest in order) or has run
+    // this one, or the executor is gone.
+    bool run_here() const;
     // Wakes the worker, if the task is still queued: for a task submitted with `caller_runs`
     // whose caller waits some other way.
     void wake_worker() const;
@@ -46,10 +49,10 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // `caller_runs`: the caller is about to wait for the task through run_if_next(), so the worker
-  // is not woken for it (were the worker woken on another core, it would only take that core
-  // from a rank that needs it). A worker that is awake still takes it when it is next, and an
-  // idle worker looks for one nobody claimed once a second.
+  // `caller_runs`: the task's caller will wait for it through run_here(), so the worker is not
+  // woken for it (were the worker woken on another core, it would only take that core from a
+  // rank that needs it). A worker that is awake still takes it when it is next, and an idle
+  // worker looks for one nobody claimed every kLookAgain.
   // `cancel` runs instead of `task` if the executor is stopped from inside an earlier task.
   Ticket submit(Task task, Task cancel, bool caller_runs);
   // Runs every queued task and returns once the last has run, destroying the finished tasks on
@@ -59,6 +62,12 @@ class Executor {
   // cancels what is queued: the task's owner may be gone. Returns true when no task runs any
   // more (false when called from inside a task).
   bool stop();
+
+  // How long an idle worker sleeps before it looks for a task its caller has not claimed: the
+  // longest a caller_runs task waits for a caller that never waits for it. After a second with
+  // nothing submitted, it looks once a second, so that an idle process stays asleep.
+  static constexpr std::chrono::milliseconds kLookAgain{10};
+  static constexpr std::chrono::milliseconds kLookAgainWhenIdle{1000};
 
  private:
   // Shared with the worker thread, so it outlives an Executor destroyed from inside a task.

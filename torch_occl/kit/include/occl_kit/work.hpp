@@ -16,8 +16,10 @@ namespace occl::kit {
 class Engine;
 
 // Its future holds the op's output tensors (as gloo's does), so DDP comm hooks can read them. An
-// op whose caller said it waits at once (asyncOp false) is run by wait() on the caller's thread
-// when it is next in line; the other ways to wait for it wake the group's worker for it first.
+// op the group's worker was not woken for (asyncOp false, or a small asynchronous op: see
+// Runtime::deferred_async_max_bytes) is run by wait() on the caller's thread, with the ops queued
+// before it, when no other thread runs one; the other ways to wait for it (getFuture,
+// isCompleted, a wait with a timeout) wake the group's worker for it first.
 class Work : public c10d::Work {
  public:
   // `sequence`: the op's number among its group's collectives (or point-to-point ops); `timed`:
@@ -34,8 +36,9 @@ class Work : public c10d::Work {
   std::vector<at::Tensor> result() override;
   // The sender's rank, for a receive from any source.
   int sourceRank() const override;
-  // Waiting with no timeout of its own for an op that is next in line runs the op on this
-  // thread (the op keeps its own timeout), saving two thread hand-offs.
+  // Waiting with no timeout of its own runs the op, with the ops queued before it, on this
+  // thread when no other thread runs one (the op keeps its own timeout), saving two thread
+  // hand-offs.
   bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
 
   // Milliseconds from the op's start to its end; the op must have been issued with timing on

@@ -1,0 +1,167 @@
+"""Training and inference steps on occl and gloo, in the same processes, alternating rounds:
+
+    python -m torch_occl.bench.steps [--world-size 2] [--steps 10] [--rounds 5]
+
+- ddp: DDP on an MLP of 8 Linear(256, 256) layers in 256 KB buckets (8 allreduces of 257 KB per
+  backward, overlapped with it through DDP's comm hooks), batch 32;
+- tp-decode: a tensor-parallel MLP (DTensor: fc1 512 -> 2048 column-wise, fc2 row-wise) on one
+  token, forward only: one 2 KiB all_reduce per step, as LLM decoding does;
+- tp-train: the same MLP, forward and backward on 64 tokens: 128 KiB all_reduces.
+
+Every model starts from the same weights and sees the same inputs on both backends; after the
+run each model's weights on occl must equal gloo's (allclose), or the run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+WORKLOADS = ("ddp", "tp-decode", "tp-train")
+BACKENDS = ("occl", "gloo")
+
+
+class _Mlp(nn.Module):
+    def __init__(self, hidden: int, ffn: int):
+        super().__init__()
+        self.fc1 = nn.Linear(hidden, ffn)
+        self.fc2 = nn.Linear(ffn, hidden)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class _Workload:
+    """One model on one backend's group: `step()` runs one step."""
+
+    def __init__(self, name: str, group, rank: int):
+        torch.manual_seed(0)
+        self.name = name
+        if name == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            layers = []
+            for _ in range(8):
+                layers += [nn.Linear(256, 256), nn.ReLU()]
+            self.model = DistributedDataParallel(nn.Sequential(*layers), process_group=group,
+                                                 bucket_cap_mb=0.25)
+            torch.manual_seed(1 + rank)  # each rank its own batch
+            self.inputs = torch.randn(32, 256)
+        else:
+            from torch.distributed.device_mesh import DeviceMesh
+            from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                           parallelize_module)
+
+            mesh = DeviceMesh.from_group(group, "cpu")
+            self.model = parallelize_module(_Mlp(512, 2048), mesh,
+                                            {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+            torch.manual_seed(1)  # tensor parallelism: every rank the same tokens
+            self.inputs = torch.randn(1 if name == "tp-decode" else 64, 512)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3)
+
+    def step(self) -> None:
+        if self.name == "tp-decode":
+            with torch.no_grad():
+                self.model(self.inputs).sum().item()  # uses the output: waits for its all_reduce
+            return
+        self.optimizer.zero_grad()
+        self.model(self.inputs).square().mean().backward()
+        self.optimizer.step()
+
+    def weights(self) -> list[torch.Tensor]:
+        return [getattr(p, "full_tensor", lambda p=p: p)().detach().clone()
+                for p in self.model.parameters()]
+
+
+def _run(rank: int, world_size: int, init: str, args, results: dict) -> None:
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=300))
+    import torch_occl
+
+    groups = {"occl": dist.new_group(backend=torch_occl.BACKEND_NAME),
+              "gloo": dist.new_group(backend="gloo")}
+    rows = []
+    for name in args.workloads:
+        models = {backend: _Workload(name, group, rank) for backend, group in groups.items()}
+        for model in models.values():  # warm up
+            model.step()
+        times = {backend: [] for backend in models}
+        for _ in range(args.rounds):
+            for backend, model in models.items():
+                dist.barrier(group=groups["gloo"])
+                start = time.perf_counter()
+                for _ in range(args.steps):
+                    model.step()
+                times[backend].append((time.perf_counter() - start) / args.steps)
+        same = all(torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+                   for a, b in zip(models["occl"].weights(), models["gloo"].weights()))
+        ms = {backend: statistics.median(t) * 1e3 for backend, t in times.items()}
+        rows.append({"workload": name, "ms": ms, "rounds_ms": {b: [x * 1e3 for x in t]
+                                                               for b, t in times.items()},
+                     "same_weights": same})
+        if rank == 0:
+            print(f"{name:>10} occl {ms['occl']:8.3f} ms  gloo {ms['gloo']:8.3f} ms  "
+                  f"gloo/occl {ms['gloo'] / ms['occl']:5.2f}x  weights "
+                  f"{'equal' if same else 'DIFFER'}", flush=True)
+    if rank == 0:
+        results["rows"] = rows
+    dist.destroy_process_group()
+
+
+def _spawned(rank, world_size, init, args, results_file) -> None:
+    results: dict = {}
+    _run(rank, world_size, init, args, results)
+    if rank == 0:
+        import json
+
+        with open(results_file, "w") as f:
+            json.dump(results, f)
+
+
+def main(argv=None) -> list[dict]:
+    parse = argparse.ArgumentParser(prog="python -m torch_occl.bench.steps",
+                                    description=__doc__.split("\n")[0],
+                                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                                    epilog=__doc__.split("\n", 4)[4])
+    parse.add_argument("--world-size", type=int, default=2, help="ranks (default: %(default)s)")
+    parse.add_argument("--workloads", default=",".join(WORKLOADS),
+                       help="comma-separated (default: %(default)s)")
+    parse.add_argument("--steps", type=int, default=10,
+                       help="steps per round (default: %(default)s)")
+    parse.add_argument("--rounds", type=int, default=5,
+                       help="rounds per backend, alternating (default: %(default)s)")
+    args = parse.parse_args(argv)
+    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    if unknown:
+        parse.error(f"--workloads: unknown {unknown}; choose from {WORKLOADS}")
+    import json
+    import os
+
+    with tempfile.TemporaryDirectory() as folder:
+        results = os.path.join(folder, "results.json")
+        mp.start_processes(_spawned, args=(args.world_size, f"file://{folder}/init", args,
+                                           results),
+                           nprocs=args.world_size, start_method="spawn")
+        with open(results) as f:
+            rows = json.load(f)["rows"]
+    if not all(row["same_weights"] for row in rows):
+        sys.exit("occl's weights differ from gloo's: "
+                 + ", ".join(row["workload"] for row in rows if not row["same_weights"]))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
