@@ -31,6 +31,22 @@ Executor::Ticket Executor::submit(Task task, Task cancel, bool caller_runs) {
   return ticket;
 }
 
+bool Executor::run_now(c10::function_ref<void()> task) {
+  Queue& queue = *queue_;
+  std::unique_lock<std::mutex> lock(queue.mutex);
+  if (queue.running || queue.stopping || !queue.tasks.empty()) return false;
+  queue.running = true;
+  queue.runner = std::this_thread::get_id();
+  lock.unlock();
+  run_guarded(task);
+  lock.lock();
+  queue.running = false;
+  queue.idle.notify_all();
+  // Tasks queued meanwhile (from other threads) were left to this one: the worker takes them.
+  if (!queue.tasks.empty() || queue.stopping) queue.ready.notify_one();
+  return true;
+}
+
 bool Executor::Ticket::run_here() const {
   auto queue = queue_.lock();
   if (!queue) return false;
@@ -71,7 +87,7 @@ bool Executor::stop() {
   return true;
 }
 
-void Executor::run_guarded(const Task& task) {
+void Executor::run_guarded(c10::function_ref<void()> task) {
   try {
     task();
   } catch (const std::exception& e) {

@@ -14,8 +14,6 @@ Work::Work(int rank, c10d::OpType op_type, const char* profiling_title,
            std::vector<at::Tensor> outputs, uint64_t sequence, bool timed)
     : c10d::Work(rank, op_type, profiling_title, outputs),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))),
       profiling_title_(profiling_title),
       sequence_(sequence),
       timed_(timed) {}
@@ -39,8 +37,7 @@ c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
   auto pending = std::make_shared<Pending>();
   pending->left = works.size();
   for (const auto& work : works) {
-    work->ticket_.wake_worker();
-    work->future_->addCallback([group, pending](c10::ivalue::Future& future) {
+    work->getFuture()->addCallback([group, pending](c10::ivalue::Future& future) {
       std::exception_ptr error;
       {
         std::lock_guard<std::mutex> lock(pending->mutex);
@@ -56,7 +53,20 @@ c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
 
 c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
   ticket_.wake_worker();
+  std::lock_guard<std::mutex> lock(future_mutex_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+    if (done_) mark(*future_, error_);
+  }
   return future_;
+}
+
+void Work::mark(c10::ivalue::Future& future, const std::exception_ptr& error) const {
+  if (error) {
+    future.setError(error);
+  } else {
+    future.markCompleted(c10::IValue(outputs_));
+  }
 }
 
 bool Work::isCompleted() {
@@ -99,11 +109,14 @@ void Work::complete(std::exception_ptr error, int source_rank) {
   if (timed_) finished_ = std::chrono::steady_clock::now();
   FlightRecorder::get().finished(record_, !error);
   source_rank_ = source_rank;
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
+  c10::intrusive_ptr<c10::ivalue::Future> future;  // marked here if asked for before this
+  {
+    std::lock_guard<std::mutex> lock(future_mutex_);
+    done_ = true;
+    error_ = error;
+    future = future_;
   }
+  if (future) mark(*future, error);
   finish(error);
 }
 

@@ -15,6 +15,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+
+#include <c10/util/FunctionRef.h>
 #include <vector>
 
 namespace occl::kit {
@@ -49,6 +51,10 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
+  // Runs `task` on the calling thread at once, as the next task, when none is queued or running
+  // (and the executor is not stopping); returns false, doing nothing, otherwise. For an op whose
+  // caller waits for it at once: it skips the queue.
+  bool run_now(c10::function_ref<void()> task);
   // `caller_runs`: the task's caller will wait for it through run_here(), so the worker is not
   // woken for it (were the worker woken on another core, it would only take that core from a
   // rank that needs it). A worker that is awake still takes it when it is next, and an idle
@@ -95,7 +101,7 @@ class Executor {
   // Pops the front task and runs it on this thread; `lock` is held on entry and on return.
   static void run_front(Queue& queue, std::unique_lock<std::mutex>& lock);
   // Runs a task (or a cancel): an exception from it is logged, never thrown.
-  static void run_guarded(const Task& task);
+  static void run_guarded(c10::function_ref<void()> task);
 
   std::shared_ptr<Queue> queue_;
 };

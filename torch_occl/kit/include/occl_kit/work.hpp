@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace occl::kit {
@@ -31,6 +32,7 @@ class Work : public c10d::Work {
   static c10::intrusive_ptr<Work> all_of(int rank, const char* profiling_title,
                                          std::vector<c10::intrusive_ptr<Work>> works);
 
+  // Made when first asked for (most callers never ask): completed, if the op is.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   bool isCompleted() override;
   std::vector<at::Tensor> result() override;
@@ -61,8 +63,14 @@ class Work : public c10d::Work {
   friend class Engine;
   Executor::Ticket ticket_;  // set once by the engine, before the Work is returned
   int64_t record_ = -1;      // in the flight recorder (flight_recorder.hpp), if recorded
+  // Completes `future` as the op did.
+  void mark(c10::ivalue::Future& future, const std::exception_ptr& error) const;
+
   std::vector<at::Tensor> outputs_;
+  std::mutex future_mutex_;  // guards the three below
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool done_ = false;
+  std::exception_ptr error_;
   int source_rank_ = -1;
   const char* profiling_title_;
   const uint64_t sequence_;
