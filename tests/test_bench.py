@@ -373,6 +373,11 @@ def test_the_guard_refuses_runs_of_another_kind():
     with pytest.raises(SystemExit, match="check: the runs .*'transport': 'tcp'.* are not of the "
                                          "baseline's kind"):
         slower_rows(baseline, [_report({"all_reduce 8": 10.0}, transport="tcp")])
+    # A baseline from before runs named their call made its runs with blocking calls.
+    assert slower_rows(baseline, [_report({"all_reduce 8": 10.0}, call="sync")]) == ([], 1)
+    with pytest.raises(SystemExit, match="check: the runs .*'call': 'async'.* are not of the "
+                                         "baseline's kind"):
+        slower_rows(baseline, [_report({"all_reduce 8": 10.0}, call="async")])
 
 
 def test_the_guard_command_exits_1_naming_the_slower_rows(tmp_path):

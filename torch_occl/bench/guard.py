@@ -65,9 +65,9 @@ def make_baseline(runs: list[dict]) -> dict:
 def slower_rows(baseline: dict, runs: list[dict]) -> tuple[list[str], int]:
     """Lines naming each row slower beyond the baseline's noise; how many rows were compared."""
     setup = _same_setup(runs, "check")
-    if setup != baseline["setup"]:
+    if setup != _setup(baseline["setup"]):
         raise SystemExit(f"check: the runs ({setup}) are not of the baseline's kind "
-                         f"({baseline['setup']})")
+                         f"({_setup(baseline['setup'])})")
     new: dict[str, list[float]] = {}
     for run in runs:
         for row in run["rows"]:
