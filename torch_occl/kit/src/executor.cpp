@@ -32,18 +32,12 @@ Executor::Ticket Executor::submit(Task task, Task cancel, bool caller_runs) {
 }
 
 bool Executor::run_now(c10::function_ref<void()> task) {
-  Queue& queue = *queue_;
-  std::unique_lock<std::mutex> lock(queue.mutex);
-  if (queue.running || queue.stopping || !queue.tasks.empty()) return false;
-  queue.running = true;
-  queue.runner = std::this_thread::get_id();
-  lock.unlock();
-  run_guarded(task);
-  lock.lock();
-  queue.running = false;
-  queue.idle.notify_all();
-  // Tasks queued meanwhile (from other threads) were left to this one: the worker takes them.
-  if (!queue.tasks.empty() || queue.stopping) queue.ready.notify_one();
+  std::unique_lock<std::mutex> lock(queue_->mutex);
+  if (queue_->running || queue_->stopping || !queue_->tasks.empty()) return false;
+  // Queued as the next task and run at once. A Task holding only the reference allocates
+  // nothing; it is never called again once run.
+  queue_->tasks.push_back({queue_->next_id++, [task] { task(); }, Task()});
+  run_front(*queue_, lock);
   return true;
 }
 

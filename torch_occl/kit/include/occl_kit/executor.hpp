@@ -72,7 +72,7 @@ class Executor {
   // How long an idle worker sleeps before it looks for a task its caller has not claimed: the
   // longest a caller_runs task waits for a caller that never waits for it. After a second with
   // nothing submitted, it looks once a second, so that an idle process stays asleep.
-  static constexpr std::chrono::milliseconds kLookAgain{10};
+  static constexpr std::chrono::milliseconds kLookAgain{100};
   static constexpr std::chrono::milliseconds kLookAgainWhenIdle{1000};
 
  private:
