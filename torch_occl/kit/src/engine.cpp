@@ -70,9 +70,10 @@ int64_t total_elements(const std::vector<at::Tensor>& tensors) {
   return total;
 }
 
+// What the tensors hold as dense tensors (a sparse tensor has no nbytes()).
 size_t total_bytes(const std::vector<at::Tensor>& tensors) {
   size_t total = 0;
-  for (const auto& tensor : tensors) total += tensor.nbytes();
+  for (const auto& tensor : tensors) total += tensor.numel() * tensor.element_size();
   return total;
 }
 

@@ -7,6 +7,8 @@
 // it) are saved.
 #pragma once
 
+#include <c10/util/FunctionRef.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -15,8 +17,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-
-#include <c10/util/FunctionRef.h>
 #include <vector>
 
 namespace occl::kit {
