@@ -223,12 +223,6 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
   const bool caller_runs = !async_op || total_bytes(outputs) <= deferred_async_max_bytes_;
   auto work = start(op, sequence, /*p2p=*/false, async_op, caller_runs, timeout, inputs,
                     std::move(outputs));
-  // Waited for at once and nothing queued before it: run here and now, skipping the queue.
-  // (Coalesced ops wait in the queue for their batch's Work.)
-  if (!async_op && !coalescing_ &&
-      executor_.run_now([&] { execute(op, sequence, timeout, signature, run, copy_back, *work); })) {
-    return work;
-  }
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
                run = std::move(run), copy_back = std::move(copy_back), work]() mutable {
     execute(op, sequence, timeout, signature, run, copy_back, *work);

@@ -31,16 +31,6 @@ Executor::Ticket Executor::submit(Task task, Task cancel, bool caller_runs) {
   return ticket;
 }
 
-bool Executor::run_now(c10::function_ref<void()> task) {
-  std::unique_lock<std::mutex> lock(queue_->mutex);
-  if (queue_->running || queue_->stopping || !queue_->tasks.empty()) return false;
-  // Queued as the next task and run at once. A Task holding only the reference allocates
-  // nothing; it is never called again once run.
-  queue_->tasks.push_back({queue_->next_id++, [task] { task(); }, Task()});
-  run_front(*queue_, lock);
-  return true;
-}
-
 bool Executor::Ticket::run_here() const {
   auto queue = queue_.lock();
   if (!queue) return false;

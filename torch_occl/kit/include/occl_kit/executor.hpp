@@ -51,10 +51,6 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Runs `task` on the calling thread at once, as the next task, when none is queued or running
-  // (and the executor is not stopping); returns false, doing nothing, otherwise. For an op whose
-  // caller waits for it at once: it skips the queue.
-  bool run_now(c10::function_ref<void()> task);
   // `caller_runs`: the task's caller will wait for it through run_here(), so the worker is not
   // woken for it (were the worker woken on another core, it would only take that core from a
   // rank that needs it). A worker that is awake still takes it when it is next, and an idle
