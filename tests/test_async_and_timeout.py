@@ -241,6 +241,9 @@ def w_async_ops_and_the_worker(rank, ws, call, n, calls):
     for t in inputs:
         if call == "functional":
             t = functional.wait_tensor(functional.all_reduce(t, "sum", group.group_name))
+        elif call == "wait_for_the_next":  # the wait for the next op runs this one too
+            dist.all_reduce(t, async_op=True)
+            dist.all_reduce(torch.zeros(n), async_op=True).wait()
         else:
             dist.all_reduce(t, async_op=True).wait()
         outputs.append(t)
@@ -248,7 +251,7 @@ def w_async_ops_and_the_worker(rank, ws, call, n, calls):
 
 
 @occl_only("occl's worker thread")
-@pytest.mark.parametrize("call", ["async_op", "functional"])
+@pytest.mark.parametrize("call", ["async_op", "functional", "wait_for_the_next"])
 def test_small_async_ops_leave_the_worker_asleep(occl_pool, call):
     calls = 200
     for rank, (wrong, switches) in enumerate(occl_pool.run(w_async_ops_and_the_worker, call,

@@ -37,13 +37,15 @@ bool Executor::Ticket::run_here() const {
   std::unique_lock<std::mutex> lock(queue->mutex);
   // Tasks leave from the front, in id order: while the front is this one or an earlier one, this
   // one is still queued.
-  while (!queue->running && !queue->abandoned && !queue->tasks.empty() &&
+  bool ran_mine = false;
+  while (!ran_mine && !queue->running && !queue->abandoned && !queue->tasks.empty() &&
          queue->tasks.front().id <= id_) {
-    const bool mine = queue->tasks.front().id == id_;
+    ran_mine = queue->tasks.front().id == id_;
     run_front(*queue, lock);
-    if (mine) return true;
   }
-  return false;
+  // The worker sleeps while another thread runs tasks: what is queued after them is its to take.
+  if (!queue->running && (!queue->tasks.empty() || queue->stopping)) queue->ready.notify_one();
+  return ran_mine;
 }
 
 void Executor::Ticket::wake_worker() const {
@@ -71,7 +73,7 @@ bool Executor::stop() {
   return true;
 }
 
-void Executor::run_guarded(c10::function_ref<void()> task) {
+void Executor::run_guarded(const Task& task) {
   try {
     task();
   } catch (const std::exception& e) {
@@ -93,8 +95,6 @@ void Executor::run_front(Queue& queue, std::unique_lock<std::mutex>& lock) {
   queue.running = false;
   queue.finished.push_back(std::move(task));
   queue.idle.notify_all();
-  // The worker sleeps while another thread runs a task: what was queued since is its to take.
-  if (!queue.tasks.empty() || queue.stopping) queue.ready.notify_one();
 }
 
 void Executor::loop(std::shared_ptr<Queue> queue) {

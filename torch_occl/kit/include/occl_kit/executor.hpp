@@ -7,8 +7,6 @@
 // it) are saved.
 #pragma once
 
-#include <c10/util/FunctionRef.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -97,7 +95,7 @@ class Executor {
   // Pops the front task and runs it on this thread; `lock` is held on entry and on return.
   static void run_front(Queue& queue, std::unique_lock<std::mutex>& lock);
   // Runs a task (or a cancel): an exception from it is logged, never thrown.
-  static void run_guarded(c10::function_ref<void()> task);
+  static void run_guarded(const Task& task);
 
   std::shared_ptr<Queue> queue_;
 };
