@@ -169,15 +169,15 @@ def test_wait_with_timeout_completes(occl_pool):
 # an asynchronous op of at most OCCL_DEFERRED_ASYNC_MAX_BYTES (64 KiB), which wait() runs.
 
 
-def _worker_switches():
-    """Voluntary context switches of this process's occl worker threads, summed."""
+def _worker_switches(thread="occl-worker"):
+    """Voluntary context switches of this process's threads named `thread`, summed."""
     import os
 
     total = 0
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() != "occl-worker":
+                if f.read().strip() != thread:
                     continue
             with open(f"/proc/self/task/{tid}/status") as f:
                 total += next(int(line.split()[1]) for line in f

@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ROW_OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
-           "all_to_all_single", "barrier", "send_recv")
+           "all_to_all_single", "barrier", "send_recv", "ping_pong")
 
 
 def _environment(tmp_path: Path, hidden: tuple[str, ...] = ("deepspeed",)) -> dict:
@@ -50,7 +50,7 @@ def test_bench_prints_each_row_as_it_finishes_and_checks_every_peer(tmp_path):
         for line in bench.stdout:
             lines.append(line.rstrip("\n"))
             if first_row_seen_while is None and _row_lines(line):
-                # The run goes on (13 more rows, then its teardown) when its first row shows.
+                # The run goes on (15 more rows, then its teardown) when its first row shows.
                 first_row_seen_while = (bench.poll(), report_file.exists())
         assert bench.wait(timeout=180) == 0, "\n".join(lines) + bench.stderr.read()
     finally:
@@ -206,7 +206,7 @@ def test_call_times_async_and_functional_calls_and_checks_them(tmp_path, call):
     if call == "functional":  # torch has no functional barrier or send/recv
         assert timed == ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
                          "broadcast", "all_to_all_single"]
-        for op in ("barrier", "send_recv"):
+        for op in ("barrier", "send_recv", "ping_pong"):
             assert (f"# not timed: {op}: torch has no functional {op} (--call sync or async)"
                     in result.stdout.splitlines())
     else:
@@ -257,6 +257,8 @@ def test_the_floor_shares_the_bytes_each_op_writes_among_the_ranks():
     for op, total in written.items():
         assert sum(floor_bytes(op, 1024, rank, 4) for rank in ranks) == total, op
     assert [floor_bytes("send_recv", 1024, rank, 4) for rank in ranks] == [512, 512, 0, 0]
+    # A round trip's two messages go one after the other: ranks 0 and 1 each copy both.
+    assert [floor_bytes("ping_pong", 1024, rank, 4) for rank in ranks] == [2048, 2048, 0, 0]
 
 
 def test_rounds_of_large_sizes_keep_several_calls():

@@ -433,6 +433,10 @@ def test_receives_from_a_sender_killed_mid_message_fail_at_once(transport):
     assert from_any[1] < 5, f"took {from_any[1]:.1f}s (timeout 30s)"
 
 
+# Lend the messages of these tests (4 MiB), as from OCCL_P2P_LEND_MIN_BYTES (64 MiB) on.
+LEND_FROM_256K = {"OCCL_P2P_LEND_MIN_BYTES": str(256 << 10)}
+
+
 def w_receiver_exits_right_after_its_last_receive(rank, ws):
     """Rank 0 receives one large message (lent, between ranks that may read each other's
     memory) and exits at once. Small messages nobody receives follow the large one; rank 1
@@ -471,7 +475,133 @@ def w_receiver_exits_right_after_its_last_receive(rank, ws):
 def test_a_send_whose_message_arrived_succeeds_when_the_receiver_exits_at_once(attempt):
     """The send must not fail because the receiver exited right after receiving (its answer
     that it had copied the message once went down with it)."""
-    with DistPool(2) as pool:
+    with DistPool(2, env=LEND_FROM_256K) as pool:
         replies = pool.run_tolerating_deaths(w_receiver_exits_right_after_its_last_receive)
     assert replies[0][0] == "died" and "0" in str(replies[0][1]), replies[0]
     assert replies[1] == ("ok", replies[1][1], None), replies[1]
+
+
+# ---- between ranks on one host: the p2p lane's shared-memory rings ----------------------------
+# A send is written into the ring on the caller's thread; a thread waiting for a request reads
+# the rings itself for a while (OCCL_SPIN_US); the engine's thread is poked (a byte on the
+# socket) only when a request waits for frames and nobody reads, or when the receiver must read
+# although it may wait for nothing (a full ring, a lent message, a failure report).
+AUTO = {"OCCL_TRANSPORT": "auto"}
+
+
+def w_ping_pong(rank, ws, rounds, nbytes):
+    from test_async_and_timeout import _worker_switches
+
+    t = torch.zeros(nbytes // 4)
+    wrong = 0
+    before = _worker_switches("occl-p2p")
+    for i in range(rounds):
+        if rank == 0:
+            dist.send(torch.full_like(t, float(i)), 1)
+            dist.recv(t, 1)
+            wrong += not torch.all(t == i + 0.5)
+        else:
+            dist.recv(t, 0)
+            wrong += not torch.all(t == i)
+            dist.send(t + 0.5, 0)
+    return wrong, _worker_switches("occl-p2p") - before
+
+
+@occl_only("occl's p2p thread")
+@pytest.mark.parametrize("nbytes", [8, 4096])
+def test_ping_pong_on_one_host_leaves_the_p2p_thread_asleep(nbytes):
+    rounds = 300
+    with DistPool(2, env=AUTO) as pool:
+        replies = pool.run(w_ping_pong, rounds, nbytes)
+    for rank, (wrong, switches) in enumerate(replies):
+        assert wrong == 0, f"rank {rank}: {wrong} wrong messages"
+        # Through the engine's thread (OCCL_TRANSPORT=tcp), every message wakes it: 600 or more.
+        assert switches < rounds // 2, (
+            f"rank {rank}: the p2p thread woke {switches} times for {2 * rounds} messages")
+
+
+def w_recv_polled(rank, ws, rounds):
+    """Rank 1 posts each receive and only polls is_completed(); rank 0 sends a little later. The
+    engine's thread must be poked for the message: nobody reads the rings for it."""
+    deadline = time.monotonic() + 20
+    for i in range(rounds):
+        if rank == 0:
+            time.sleep(0.005)
+            dist.send(torch.full((16,), float(i)), 1, tag=i)
+        else:
+            got = torch.zeros(16)
+            work = dist.irecv(got, 0, tag=i)
+            while not work.is_completed():
+                assert time.monotonic() < deadline, f"receive {i} of {rounds} still pending"
+                time.sleep(0.0005)
+            work.wait()
+            assert torch.all(got == i), (i, got)
+        dist.barrier()
+    return True
+
+
+@occl_only("occl's p2p thread")
+def test_a_receive_nobody_waits_for_completes_soon(occl_pool):
+    # Not poked, the thread would find each message at its next look, a second later.
+    assert occl_pool.run(w_recv_polled, 40) == [True] * occl_pool.world_size
+
+
+def w_blocking_sends_beyond_a_ring(rank, ws, count, nbytes):
+    """Rank 0 sends `count` messages with blocking sends (more than a ring holds), then joins a
+    collective; rank 1 joins the collective first and receives afterwards. Rank 1's engine must
+    buffer what fills the ring, or rank 0 never reaches the collective."""
+    t = torch.ones(1)
+    if rank == 0:
+        for i in range(count):
+            dist.send(torch.full((nbytes // 4,), float(i)), 1, tag=3)
+        dist.all_reduce(t)
+    elif rank == 1:
+        dist.all_reduce(t)
+        got = torch.zeros(nbytes // 4)
+        for i in range(count):
+            dist.recv(got, 0, tag=3)
+            assert torch.all(got == i), (i, got[:4])
+    else:
+        dist.all_reduce(t)
+    return t.item()
+
+
+@occl_only("occl's rings")
+def test_blocking_sends_beyond_a_ring_complete_while_the_receiver_is_elsewhere():
+    count, nbytes = 300, 8192  # 2.4 MB, beyond the 1 MiB ring
+    with DistPool(2, env=AUTO, group_timeout=30) as pool:
+        assert pool.run(w_blocking_sends_beyond_a_ring, count, nbytes) == [2.0, 2.0]
+
+
+def w_lent_send_before_its_receive(rank, ws):
+    """A 4 MiB message completes its blocking send without a receive posted: the receiver's
+    engine copies it into a buffer (after kReceiveGrace) while the receiver sleeps."""
+    big = torch.arange(1 << 20, dtype=torch.float32)
+    if rank == 0:
+        dist.send(big, 1, tag=8)
+        sent_at = time.time()
+        dist.barrier()
+        return sent_at
+    time.sleep(1.0)
+    posted_at = time.time()
+    got = torch.zeros_like(big)
+    dist.recv(got, 0, tag=8)
+    assert torch.equal(got, big)
+    dist.barrier()
+    return posted_at
+
+
+@occl_only("occl's lent messages")
+def test_a_lent_send_completes_before_its_receive_is_posted():
+    # Poked for it, the receiver's engine buffers the message, though it waits for nothing.
+    with DistPool(2, env={**AUTO, **LEND_FROM_256K}) as pool:
+        sent_at, posted_at = pool.run(w_lent_send_before_its_receive)
+    assert sent_at < posted_at, f"the send completed {sent_at - posted_at:.3f} s after the receive"
+
+
+@occl_only("occl's rings")
+def test_a_streamed_send_completes_before_its_receive_is_posted():
+    # 4 MiB through the 1 MiB ring: the full ring pokes the receiver's engine, which buffers it.
+    with DistPool(2, env=AUTO) as pool:
+        sent_at, posted_at = pool.run(w_lent_send_before_its_receive)
+    assert sent_at < posted_at, f"the send completed {sent_at - posted_at:.3f} s after the receive"

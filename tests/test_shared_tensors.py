@@ -261,7 +261,8 @@ def test_a_negative_size_is_refused():
     assert str(error.value) == "torch_occl.shared_empty: size (2, -1) has a negative dimension"
 
 
-RECEIVER_DELAY = 0.5  # seconds; the sender's grace (transport/p2p.cpp) is 1 ms
+RECEIVER_DELAY = 0.5  # seconds; the sender's grace (transport/p2p/state.hpp) is 1 ms
+LEND = {"OCCL_P2P_LEND_MIN_BYTES": "1"}  # as messages from 64 MiB are
 
 
 def _send_recv(rank, world_size, shared, late):
@@ -296,7 +297,7 @@ def _send_recv(rank, world_size, shared, late):
 
 @pytest.mark.parametrize("late", [False, True], ids=["posted", "late"])
 def test_send_recv_of_a_shared_tensor_copies_through_the_mapping(late):
-    with DistPool(2, "occl") as pool:
+    with DistPool(2, "occl", env=LEND) as pool:
         sender, receiver = pool.run(_send_recv, True, late)
         assert receiver == (BYTES, True)
         assert sender[0] == 0

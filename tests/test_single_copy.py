@@ -165,12 +165,12 @@ def test_single_copy_guards_a_receiver_without_the_signature_check():
 
 
 # ---- point-to-point messages lent instead of sent ------------------------------------------
-# Between ranks that may read each other's memory, a send of at least OCCL_SINGLE_COPY_MIN_BYTES
+# Between ranks that may read each other's memory, a send of at least OCCL_P2P_LEND_MIN_BYTES
 # passes only its address; the receiver copies the message out and tells the sender when its
 # buffer is free (torch_occl/csrc/transport/p2p.hpp). A threshold of 1 byte lends every message
 # the p2p tests send.
 
-LEND_EVERYTHING = {"OCCL_SINGLE_COPY_MIN_BYTES": "1"}
+LEND_EVERYTHING = {"OCCL_P2P_LEND_MIN_BYTES": "1"}
 
 
 def _p2p_problems(pool):
@@ -258,7 +258,7 @@ def w_lent_to_a_stopped_rank(rank, ws, group_timeout):
 
 def test_lent_message_to_a_stopped_rank_times_out():
     group_timeout = 3.0
-    with DistPool(2, "occl", group_timeout=group_timeout) as pool:
+    with DistPool(2, "occl", env=LEND_EVERYTHING, group_timeout=group_timeout) as pool:
         if not all(pool.run(w_single_copies_possible)):
             pytest.skip("no single copies here (TCP forced, or cross-memory attach forbidden)")
         sender, receiver = pool.run(w_lent_to_a_stopped_rank, group_timeout, timeout=60)

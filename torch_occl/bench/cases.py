@@ -18,6 +18,7 @@ OPS = (
     "all_to_all_single",
     "barrier",
     "send_recv",
+    "ping_pong",  # a round trip between ranks 0 and 1: one way takes half its time
 )
 # Timed only when asked for (--ops new_group,new_subgroups,split_group): forming groups.
 FORMATION_OPS = ("new_group", "new_subgroups", "split_group")
@@ -135,6 +136,11 @@ class Case:
         elif op == "send_recv":
             self.data = empty(count, dtype=dtype).fill_(fill)
             self.expected = torch.full((count,), 1.0, dtype=dtype)
+        elif op == "ping_pong":
+            # Rank 0's message goes to rank 1 and back, into rank 0's `out`.
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.out = empty(count, dtype=dtype).fill_(0)
+            self.expected = torch.full((count,), 1.0, dtype=dtype)
         else:
             self.data = self.expected = None
         self.fill = fill
@@ -142,8 +148,10 @@ class Case:
         self.splits = 0  # names each split's halves apart
 
     def reset(self) -> None:
-        if self.op in ("all_reduce", "broadcast", "send_recv"):
+        if self.op in ("all_reduce", "broadcast", "send_recv", "ping_pong"):
             self.data.fill_(self.fill)
+        if self.op == "ping_pong":
+            self.out.fill_(0)
         if self.formed:
             # Only once every rank has formed them all: gloo's links break if a peer's group
             # goes while it still connects.
@@ -156,7 +164,9 @@ class Case:
             self.formed.clear()
 
     def run(self, group) -> None:
-        if self.call == "functional":
+        if self.op == "ping_pong":
+            self._ping_pong(group, async_op=self.call == "async")
+        elif self.call == "functional":
             self._run_functional(group)
         elif self.call == "async":
             work = self._issue(group, async_op=True)
@@ -179,6 +189,21 @@ class Case:
         else:
             splits = [self.data.numel() // self.n] * self.n
             self.out = ops.wait_tensor(ops.all_to_all_single(self.data, splits, splits, name))
+
+    def _ping_pong(self, group, async_op: bool) -> None:
+        """One round trip between ranks 0 and 1 (two one-way messages); other ranks idle."""
+        send, recv = (dist.isend, dist.irecv) if async_op else (dist.send, dist.recv)
+
+        def done(work):
+            if async_op:
+                work.wait()
+
+        if self.rank == 0:
+            done(send(self.data, dst=1, group=group))
+            done(recv(self.out, src=1, group=group))
+        elif self.rank == 1:
+            done(recv(self.data, src=0, group=group))
+            done(send(self.data, dst=0, group=group))
 
     def _issue(self, group, async_op: bool):
         """The op through torch.distributed; its Work when `async_op`."""
@@ -229,6 +254,8 @@ class Case:
             return self.data
         if self.op == "send_recv":
             return self.data if self.rank == 1 else None
+        if self.op == "ping_pong":
+            return {0: self.out, 1: self.data}.get(self.rank)
         return getattr(self, "out", None)
 
     def wrong(self) -> int:
@@ -260,6 +287,8 @@ def floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
         return nbytes * (n - 1) // n
     if op == "send_recv":  # one message, between ranks 0 and 1, which could share its copy
         return nbytes // 2 if rank < 2 else 0
+    if op == "ping_pong":  # two messages, one after the other
+        return 2 * nbytes if rank < 2 else 0
     return nbytes
 
 

@@ -7,6 +7,9 @@
 - tp-decode: a tensor-parallel MLP (DTensor: fc1 512 -> 2048 column-wise, fc2 row-wise) on one
   token, forward only: one 2 KiB all_reduce per step, as LLM decoding does;
 - tp-train: the same MLP, forward and backward on 64 tokens: 128 KiB all_reduces.
+- pp: pipeline parallelism (torch.distributed.pipelining, 1F1B), one stage of two Linear(256, 256)
+  layers per rank, 8 microbatches of 8: activations and gradients of 8 KiB go from stage to stage
+  by send/recv (run it with --world-size 4 for four stages).
 
 Every model starts from the same weights and sees the same inputs on both backends; after the
 run each model's weights on occl must equal gloo's (allclose), or the run fails.
@@ -27,7 +30,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-WORKLOADS = ("ddp", "tp-decode", "tp-train")
+WORKLOADS = ("ddp", "tp-decode", "tp-train", "pp")
 BACKENDS = ("occl", "gloo")
 
 
@@ -57,6 +60,18 @@ class _Workload:
                                                  bucket_cap_mb=0.25)
             torch.manual_seed(1 + rank)  # each rank its own batch
             self.inputs = torch.randn(32, 256)
+        elif name == "pp":
+            from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+            stages, stage = dist.get_world_size(group), dist.get_rank(group)
+            layers = [nn.Linear(256, 256) for _ in range(2 * stages)]  # every rank the same
+            self.model = nn.Sequential(layers[2 * stage], nn.ReLU(), layers[2 * stage + 1])
+            self.schedule = Schedule1F1B(
+                PipelineStage(self.model, stage, stages, torch.device("cpu"), group=group),
+                n_microbatches=8, loss_fn=lambda out, target: (out - target).square().mean())
+            torch.manual_seed(1)
+            self.inputs, self.target = torch.randn(64, 256), torch.randn(64, 256)
+            self.stage = {0: "first", stages - 1: "last"}.get(stage, "middle")
         else:
             from torch.distributed.device_mesh import DeviceMesh
             from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
@@ -70,6 +85,16 @@ class _Workload:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3)
 
     def step(self) -> None:
+        if self.name == "pp":
+            self.optimizer.zero_grad()
+            if self.stage == "first":
+                self.schedule.step(self.inputs)
+            elif self.stage == "last":
+                self.schedule.step(target=self.target)
+            else:
+                self.schedule.step()
+            self.optimizer.step()
+            return
         if self.name == "tp-decode":
             with torch.no_grad():
                 self.model(self.inputs).sum().item()  # uses the output: waits for its all_reduce
@@ -107,6 +132,9 @@ def _run(rank: int, world_size: int, init: str, args, results: dict) -> None:
                 times[backend].append((time.perf_counter() - start) / args.steps)
         same = all(torch.allclose(a, b, rtol=1e-4, atol=1e-6)
                    for a, b in zip(models["occl"].weights(), models["gloo"].weights()))
+        agree = torch.tensor([int(same)])  # every rank's weights (a pipeline stage's are its own)
+        dist.all_reduce(agree, op=dist.ReduceOp.MIN, group=groups["gloo"])
+        same = bool(agree.item())
         ms = {backend: statistics.median(t) * 1e3 for backend, t in times.items()}
         rows.append({"workload": name, "ms": ms, "rounds_ms": {b: [x * 1e3 for x in t]
                                                                for b, t in times.items()},

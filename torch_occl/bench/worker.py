@@ -121,7 +121,7 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
             _say(line)
     rows, noted = [], set()
     for op in args.ops:
-        if op == "send_recv" and world_size < 2:
+        if op in ("send_recv", "ping_pong") and world_size < 2:
             continue
         uncallable = refuses_call(op, args.call)
         if uncallable:

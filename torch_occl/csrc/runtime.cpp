@@ -62,14 +62,15 @@ MeshRuntime::MeshRuntime(const kit::Subgroup& subgroup, transport::SubgroupLinks
 }
 
 void MeshRuntime::start(int rank, int size, transport::SubgroupLinks links) {
-  mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(links.collective),
-                                            std::move(links.shm.links));
-  // Large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
+  // Collectives and point-to-point messages share the region, on rings of their own.
+  std::shared_ptr<transport::ShmLinks> shm = std::move(links.shm.links);
+  mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(links.collective), shm);
+  // Very large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
   std::optional<transport::PeerMemory> peer_memory;
   if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
   p2p_ = std::make_unique<transport::P2PEngine>(
-      rank, size, std::move(links.p2p), std::move(peer_memory),
-      Tuning::get().single_copy_min_bytes,
+      rank, size, std::move(links.p2p), std::move(shm), std::move(peer_memory),
+      Tuning::get().p2p_lend_min_bytes, Tuning::get().single_copy_min_bytes, mesh_->spin(),
       [mesh = std::weak_ptr<transport::Mesh>(mesh_)](int peer, const std::string& report) {
         if (auto alive = mesh.lock()) alive->peer_gave_up(peer, report);
       });
@@ -134,8 +135,11 @@ size_t MeshRuntime::deferred_async_max_bytes() const {
 }
 
 void MeshRuntime::close() {
-  std::lock_guard<std::mutex> lock(mesh_mutex_);
-  mesh_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mesh_mutex_);
+    mesh_.reset();
+  }
+  p2p_->close();
 }
 
 void MeshRuntime::abort() {

@@ -27,6 +27,7 @@ const Tuning& Tuning::get() {
     override_from_env("OCCL_CHAIN_BROADCAST_MIN_BYTES", t.chain_broadcast_min_bytes);
     override_from_env("OCCL_PIPELINE_CHUNK_BYTES", t.pipeline_chunk_bytes);
     override_from_env("OCCL_SINGLE_COPY_MIN_BYTES", t.single_copy_min_bytes);
+    override_from_env("OCCL_P2P_LEND_MIN_BYTES", t.p2p_lend_min_bytes);
     override_from_env("OCCL_SHM_RING_BYTES", t.shm_ring_bytes);
     override_from_env("OCCL_LOOPBACK_SEND_BUFFER_BYTES", t.loopback_send_buffer_bytes);
     override_from_env("OCCL_SPIN_US", t.spin_us);

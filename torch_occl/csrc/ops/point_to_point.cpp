@@ -1,5 +1,6 @@
-// occl's point-to-point ops: handed to the p2p engine (transport/p2p.hpp) on the caller's thread;
-// the engine's thread completes them through ctx.done.
+// occl's point-to-point ops: handed to the p2p engine (transport/p2p.hpp) on the caller's thread,
+// which completes them through ctx.done; a thread waiting for one moves the messages itself for a
+// while (the engine's driver).
 #include "../runtime.hpp"
 
 #include "../transport/p2p.hpp"
@@ -12,6 +13,7 @@ using kit::Staged;
 
 void MeshRuntime::send(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   at::Tensor data = tensors[0].contiguous();
+  ctx.progress_while_waiting = p2p_->driver();
   p2p_->send(dst_rank, tag, data_of(data), bytes_of(data), ctx.deadline,
                [data, done = ctx.done](std::exception_ptr error, int source) {
                  done(error, source);
@@ -20,6 +22,7 @@ void MeshRuntime::send(kit::OpContext& ctx, const std::vector<at::Tensor>& tenso
 
 void MeshRuntime::recv(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   Staged staged(tensors[0]);
+  ctx.progress_while_waiting = p2p_->driver();
   p2p_->recv(src_rank, tag, data_of(staged.buffer()), bytes_of(staged.buffer()), ctx.deadline,
                [staged, done = ctx.done](std::exception_ptr error, int source) {
                  if (!error) {

@@ -1,5 +1,7 @@
 #include "mesh.hpp"
 
+#include "channel.hpp"
+
 #include "../tuning.hpp"
 
 #include <poll.h>
@@ -29,72 +31,6 @@ struct FrameHeader {
   uint64_t sequence;  // this message's index on its link
   uint64_t bytes;     // payload size
 };
-
-[[noreturn]] void throw_io(int peer, const char* what, int err) {
-  throw TransportError(TransportError::Kind::System,
-                       std::string(what) + " rank " + std::to_string(peer) + ": " +
-                           std::strerror(err));
-}
-
-// A reset is a close with unread data left behind (or a killed process): the same to the user.
-[[noreturn]] void throw_closed(int peer) {
-  throw TransportError(TransportError::Kind::PeerClosed,
-                       "rank " + std::to_string(peer) + " closed the connection");
-}
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// At most this many bytes per transfer per pass through shared memory: a pass then alternates
-// between a rank's sends and receives, so that both directions of an exchange (and both sides
-// of a ring step) stream at once instead of one filling a ring while the other waits.
-constexpr size_t kPassBytes = 64 * 1024;
-
-// Bytes moved through a ring from or into up to two iovecs, at most kPassBytes.
-size_t ring_write(ByteRing& ring, const iovec* iov, int count) {
-  size_t moved = 0;
-  for (int i = 0; i < count && moved < kPassBytes; ++i) {
-    size_t want = std::min(iov[i].iov_len, kPassBytes - moved);
-    size_t n = ring.write_some(static_cast<const char*>(iov[i].iov_base), want);
-    moved += n;
-    if (n < want) break;
-  }
-  return moved;
-}
-
-size_t ring_read(ByteRing& ring, const iovec* iov, int count) {
-  size_t moved = 0;
-  for (int i = 0; i < count && moved < kPassBytes; ++i) {
-    size_t want = std::min(iov[i].iov_len, kPassBytes - moved);
-    size_t n = ring.read_some(static_cast<char*>(iov[i].iov_base), want);
-    moved += n;
-    if (n < want) break;
-  }
-  return moved;
-}
-
-size_t socket_write(int fd, int peer, iovec* iov, int count) {
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = count;
-  ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n >= 0) return static_cast<size_t>(n);
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-  if (errno == EPIPE || errno == ECONNRESET) throw_closed(peer);
-  throw_io(peer, "sending to", errno);
-}
-
-size_t socket_read(int fd, int peer, iovec* iov, int count) {
-  ssize_t n = ::readv(fd, iov, count);
-  if (n == 0) throw_closed(peer);
-  if (n > 0) return static_cast<size_t>(n);
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-  if (errno == ECONNRESET) throw_closed(peer);
-  throw_io(peer, "receiving from", errno);
-}
 
 void check_header(const FrameHeader& h, int peer, size_t expected_bytes, uint64_t expected_sequence) {
   if (h.magic == kFrameMagic && h.sequence == expected_sequence && h.bytes == expected_bytes) return;
@@ -147,7 +83,7 @@ struct Mesh::Pass {
   std::vector<pollfd> fds;  // for poll(): the abort eventfd, then the TCP links still pending
 };
 
-Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLinks> shm)
+Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::shared_ptr<ShmLinks> shm)
     : rank_(rank), size_(size), links_(static_cast<size_t>(size)), shm_(std::move(shm)) {
   for (int r = 0; r < size; ++r) {
     links_[r].socket = std::move(peers[r]);
@@ -225,8 +161,7 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
     if (t.finished()) continue;
     Link& link = links_[t.peer];
     int count = t.pending_iov(iov);
-    size_t n = link.out ? ring_write(*link.out, iov, count)
-                        : socket_write(link.socket.fd(), t.peer, iov, count);
+    size_t n = channel(t.peer).write(iov, count);
     t.done += n;
     pass.moved |= n > 0;
     if (t.finished()) continue;
@@ -242,8 +177,7 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
     if (t.finished()) continue;
     Link& link = links_[t.peer];
     int count = t.pending_iov(iov);
-    size_t n = link.in ? ring_read(*link.in, iov, count)
-                       : socket_read(link.socket.fd(), t.peer, iov, count);
+    size_t n = channel(t.peer).read(iov, count);
     t.done += n;
     pass.moved |= n > 0;
     if (!t.header_checked && t.done >= sizeof(FrameHeader)) {

@@ -18,6 +18,7 @@
 // without waiting for the timeout.
 #pragma once
 
+#include "channel.hpp"
 #include "shm.hpp"
 #include "socket.hpp"
 
@@ -50,7 +51,7 @@ class Mesh {
  public:
   // peers[r] is the connection to rank r (invalid for r == rank); messages to the ranks `shm`
   // reaches travel through shared memory, the socket then only tells whether the peer lives.
-  Mesh(int rank, int size, std::vector<Socket> peers, std::unique_ptr<ShmLinks> shm);
+  Mesh(int rank, int size, std::vector<Socket> peers, std::shared_ptr<ShmLinks> shm);
   ~Mesh();
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;
@@ -76,6 +77,9 @@ class Mesh {
   // The shared-memory links, if any (subgroup.hpp reads which ranks share this host).
   const ShmLinks* shm_links() const { return shm_.get(); }
 
+  // How long a waiting rank spins before it sleeps (0 when a host's ranks outnumber its cores).
+  std::chrono::microseconds spin() const { return spin_; }
+
   // Which peers this rank reaches through shared memory and which over TCP, and how long it
   // spins before it sleeps: "shared memory to ranks 1, 2; TCP to ranks 3; spins 200 us".
   std::string describe() const;
@@ -100,6 +104,10 @@ class Mesh {
   };
   struct Transfer;
   struct Pass;
+  Channel channel(int peer) const {
+    const Link& link = links_[peer];
+    return {peer, link.socket.fd(), link.out, link.in};
+  }
   // How a timeout describes what was still pending.
   enum class Waiting { ForData, ForRanksToJoin };
 
@@ -118,7 +126,7 @@ class Mesh {
   int rank_;
   int size_;
   std::vector<Link> links_;
-  std::unique_ptr<ShmLinks> shm_;
+  std::shared_ptr<ShmLinks> shm_;  // shared with the group's p2p engine
   std::chrono::microseconds spin_;  // how long a waiting rank spins before it sleeps
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up

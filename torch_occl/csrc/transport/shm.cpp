@@ -45,6 +45,8 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
 struct ByteRing::Cursors {
   alignas(kLine) std::atomic<uint64_t> head;  // bytes ever written
   alignas(kLine) std::atomic<uint64_t> tail;  // bytes ever read
+  alignas(kLine) std::atomic<uint32_t> poke_producer;  // the producer sleeps elsewhere
+  std::atomic<uint32_t> poke_consumer;
 };
 
 ByteRing::ByteRing(void* header, char* data, size_t capacity, Doorbell producer,
@@ -92,6 +94,31 @@ size_t ByteRing::read_some(char* data, size_t bytes) {
   return static_cast<size_t>(tail - start);
 }
 
+bool ByteRing::readable() const {
+  return cursors_->head.load(std::memory_order_seq_cst) !=
+         cursors_->tail.load(std::memory_order_relaxed);
+}
+
+bool ByteRing::writable() const {
+  return cursors_->head.load(std::memory_order_relaxed) -
+             cursors_->tail.load(std::memory_order_seq_cst) < capacity_;
+}
+
+// A side that asks, then looks at the ring, and a side that moved bytes, then takes the request:
+// with a full fence between each side's two steps, one of them sees the other's, so no poke is
+// lost.
+void ByteRing::ask_poke(Side side, bool asked) {
+  auto& word = side == Side::Producer ? cursors_->poke_producer : cursors_->poke_consumer;
+  word.store(asked ? 1 : 0, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool ByteRing::take_poke(Side side) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  auto& word = side == Side::Producer ? cursors_->poke_producer : cursors_->poke_consumer;
+  return word.load(std::memory_order_relaxed) != 0 && word.exchange(0) != 0;
+}
+
 // ---- Doorbell ---------------------------------------------------------------------------------
 
 void Doorbell::ring() {
@@ -113,7 +140,7 @@ void Doorbell::wait(uint32_t seen, int timeout_ms) {
 
 size_t ShmLinks::region_bytes(int local, size_t ring_bytes) {
   size_t pairs = static_cast<size_t>(local) * local;
-  return kLine * local + pairs * (sizeof(ByteRing::Cursors) + round_up_pow2(ring_bytes));
+  return kLanes * (kLine * local + pairs * (sizeof(ByteRing::Cursors) + round_up_pow2(ring_bytes)));
 }
 
 ShmLinks::ShmLinks(int rank, int size, std::vector<int> local_ranks, void* base, size_t bytes,
@@ -124,12 +151,15 @@ ShmLinks::ShmLinks(int rank, int size, std::vector<int> local_ranks, void* base,
   local_index_.assign(static_cast<size_t>(size), -1);
   for (size_t i = 0; i < local; ++i) local_index_[local_ranks_[i]] = static_cast<int>(i);
   char* at = static_cast<char*>(base_);
-  for (size_t i = 0; i < local; ++i, at += kLine) doorbells_.emplace_back(at);
-  for (size_t from = 0; from < local; ++from) {
-    for (size_t to = 0; to < local; ++to) {
-      char* data = at + sizeof(ByteRing::Cursors);
-      rings_.emplace_back(at, data, capacity, doorbells_[from], doorbells_[to]);
-      at = data + capacity;
+  for (size_t i = 0; i < kLanes * local; ++i, at += kLine) doorbells_.emplace_back(at);
+  for (size_t lane = 0; lane < kLanes; ++lane) {
+    const Doorbell* lane_doorbells = &doorbells_[lane * local];
+    for (size_t from = 0; from < local; ++from) {
+      for (size_t to = 0; to < local; ++to) {
+        char* data = at + sizeof(ByteRing::Cursors);
+        rings_.emplace_back(at, data, capacity, lane_doorbells[from], lane_doorbells[to]);
+        at = data + capacity;
+      }
     }
   }
 }

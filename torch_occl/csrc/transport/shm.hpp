@@ -2,7 +2,8 @@
 //
 // The ranks of one host map one region (a memfd, so nothing is ever named in /dev/shm and the
 // kernel frees it when the last rank unmaps it or dies). The region holds, for every ordered pair
-// of local ranks, a single-producer single-consumer byte ring, and for every local rank a doorbell:
+// of local ranks and each lane (collectives, point-to-point), a single-producer single-consumer
+// byte ring, and for every local rank and lane a doorbell:
 // a futex word that writers bump after they add bytes or free space, so a rank with nothing to do
 // sleeps in the kernel instead of spinning on a core another rank needs.
 //
@@ -52,6 +53,15 @@ class ByteRing {
   // Copy as many of the `bytes` as fit (or are there) and return how many.
   size_t write_some(const char* data, size_t bytes);
   size_t read_some(char* data, size_t bytes);
+  bool readable() const;
+  bool writable() const;
+
+  // For a side that sleeps elsewhere than on its doorbell (the p2p engine's thread sleeps in
+  // poll() on sockets): before it sleeps it asks to be poked and looks at the ring once more;
+  // the other side, once it moved bytes, takes the request and pokes it (over the socket).
+  enum class Side { Producer, Consumer };
+  void ask_poke(Side side, bool asked);
+  bool take_poke(Side side);  // whether `side` asked; clears the request
 
  private:
   Cursors* cursors_;
@@ -60,6 +70,14 @@ class ByteRing {
   Doorbell producer_;
   Doorbell consumer_;
 };
+
+// Tells the core a thread is spinning on shared memory (it then spins cheaper, and a sibling
+// hyperthread runs faster).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 enum class TransportMode { Auto, Tcp, Shm };
 
@@ -72,6 +90,11 @@ struct ShmOptions {
   size_t ring_bytes;  // per direction per pair of ranks; rounded up to a power of two
 };
 
+// What a ring carries: the mesh's collective frames, or the p2p engine's messages, which arrive
+// in any order and so never share a ring with a collective's.
+enum class Lane { Collective = 0, PointToPoint = 1 };
+constexpr int kLanes = 2;
+
 // The shared-memory links of this rank (none when it shares its host with no other rank).
 class ShmLinks {
  public:
@@ -82,8 +105,14 @@ class ShmLinks {
   ShmLinks& operator=(const ShmLinks&) = delete;
 
   bool reaches(int peer) const { return local_index_.at(peer) >= 0; }
-  ByteRing& to(int peer) { return rings_[index(local_index_[rank_], local_index_[peer])]; }
-  ByteRing& from(int peer) { return rings_[index(local_index_[peer], local_index_[rank_])]; }
+  ByteRing& to(int peer, Lane lane = Lane::Collective) {
+    return rings_[index(lane, local_index_[rank_], local_index_[peer])];
+  }
+  ByteRing& from(int peer, Lane lane = Lane::Collective) {
+    return rings_[index(lane, local_index_[peer], local_index_[rank_])];
+  }
+  // Rung by the collective rings' writers and readers; the p2p lane's are rung but never waited
+  // on (its engine sleeps in poll(), and asks its peers for pokes instead).
   Doorbell& own_doorbell() { return doorbells_[local_index_[rank_]]; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
   // Direct copies from and into peers' memory: only when the whole group is on this host and
@@ -95,15 +124,18 @@ class ShmLinks {
   static size_t region_bytes(int local, size_t ring_bytes);
 
  private:
-  size_t index(int from, int to) const { return static_cast<size_t>(from) * local_ranks_.size() + to; }
+  size_t index(Lane lane, int from, int to) const {
+    const size_t local = local_ranks_.size();
+    return static_cast<size_t>(lane) * local * local + static_cast<size_t>(from) * local + to;
+  }
 
   int rank_;
   std::vector<int> local_ranks_;
   std::vector<int> local_index_;  // by group rank: index among local_ranks_, or -1
   void* base_;
   size_t bytes_;
-  std::vector<Doorbell> doorbells_;
-  std::vector<ByteRing> rings_;  // [from * local + to]; the diagonal is unused
+  std::vector<Doorbell> doorbells_;  // [lane * local + rank]
+  std::vector<ByteRing> rings_;  // [index(lane, from, to)]; the diagonal is unused
   std::unique_ptr<PeerMemory> peer_memory_;
 };
 

@@ -317,6 +317,7 @@ c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::millisecond
   } catch (...) {
     done(std::current_exception(), -1);
   }
+  work->progress_ = std::move(ctx.progress_while_waiting);
   collect(work);
   return work;
 }

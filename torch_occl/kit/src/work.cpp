@@ -37,6 +37,8 @@ c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
   auto pending = std::make_shared<Pending>();
   pending->left = works.size();
   for (const auto& work : works) {
+    // One runtime's ops: any one's progress moves them all.
+    if (!group->progress_) group->progress_ = work->progress_;
     work->getFuture()->addCallback([group, pending](c10::ivalue::Future& future) {
       std::exception_ptr error;
       {
@@ -79,6 +81,7 @@ std::vector<at::Tensor> Work::result() { return outputs_; }
 int Work::sourceRank() const { return source_rank_; }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
+  if (progress_) progress_([this] { return c10d::Work::isCompleted(); });
   if (timeout != ::kNoTimeout || !ticket_.run_here()) ticket_.wake_worker();
   return c10d::Work::wait(timeout);
 }

@@ -71,6 +71,10 @@ struct OpContext {
 
   CompletionEngine* completions = nullptr;
   const std::atomic<bool>* aborted = nullptr;
+  // Posted ops only, optional: how a thread about to wait for the op may move it (work.hpp),
+  // for a runtime whose own thread completes posted ops: waking that thread and then the waiter
+  // costs more than a short message. It must stay callable after the runtime is gone.
+  WaiterProgress progress_while_waiting;
 };
 
 // What the engine needs of a runtime beyond its ops. The generated contract header declares the

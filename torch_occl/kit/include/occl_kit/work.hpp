@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -15,6 +16,11 @@
 namespace occl::kit {
 
 class Engine;
+
+// A posted op's runtime may let the thread about to wait for the op move it (OpContext): called
+// with a test of whether the op is done, it works on this thread until the test passes or for as
+// long as it cares to spin, then returns; wait() then sleeps until the op completes.
+using WaiterProgress = std::function<void(const std::function<bool()>& done)>;
 
 // Its future holds the op's output tensors (as gloo's does), so DDP comm hooks can read them. An
 // op the group's worker was not woken for (asyncOp false, or a small asynchronous op: see
@@ -40,7 +46,7 @@ class Work : public c10d::Work {
   int sourceRank() const override;
   // Waiting with no timeout of its own runs the op, with the ops queued before it, on this
   // thread when no other thread runs one (the op keeps its own timeout), saving two thread
-  // hand-offs.
+  // hand-offs. A posted op whose runtime gave a WaiterProgress is first moved by it.
   bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
 
   // Milliseconds from the op's start to its end; the op must have been issued with timing on
@@ -62,6 +68,7 @@ class Work : public c10d::Work {
  private:
   friend class Engine;
   Executor::Ticket ticket_;  // set once by the engine, before the Work is returned
+  WaiterProgress progress_;  // likewise, for a posted op whose runtime gave one
   int64_t record_ = -1;      // in the flight recorder (flight_recorder.hpp), if recorded
   // Completes `future` as the op did.
   void mark(c10::ivalue::Future& future, const std::exception_ptr& error) const;
