@@ -413,7 +413,7 @@ def test_steps_train_and_decode_on_occl_and_gloo_to_the_same_weights(tmp_path):
         env=_environment(tmp_path), capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = [line.split() for line in result.stdout.splitlines()]
-    assert [line[0] for line in lines] == ["ddp", "tp-decode", "tp-train"], result.stdout
+    assert [line[0] for line in lines] == ["ddp", "tp-decode", "tp-train", "pp"], result.stdout
     assert all(line[-1] == "equal" for line in lines), result.stdout
     # Every functional collective was waited for (torch warns of those that were not).
     assert "unwaited collective calls" not in result.stderr

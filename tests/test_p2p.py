@@ -489,30 +489,47 @@ def test_a_send_whose_message_arrived_succeeds_when_the_receiver_exits_at_once(a
 AUTO = {"OCCL_TRANSPORT": "auto"}
 
 
-def w_ping_pong(rank, ws, rounds, nbytes):
+def w_ping_pong(rank, ws, rounds, nbytes, batched):
+    """`rounds` round trips between ranks 0 and 1, by send/recv or by batch_isend_irecv (whose
+    coalesced Work waits for its ops); wrong messages, and the p2p thread's wakes meanwhile."""
     from test_async_and_timeout import _worker_switches
+
+    def send(tensor, peer):
+        if batched:
+            for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer)]):
+                work.wait()
+        else:
+            dist.send(tensor, peer)
+
+    def recv(tensor, peer):
+        if batched:
+            for work in dist.batch_isend_irecv([dist.P2POp(dist.irecv, tensor, peer)]):
+                work.wait()
+        else:
+            dist.recv(tensor, peer)
 
     t = torch.zeros(nbytes // 4)
     wrong = 0
     before = _worker_switches("occl-p2p")
     for i in range(rounds):
         if rank == 0:
-            dist.send(torch.full_like(t, float(i)), 1)
-            dist.recv(t, 1)
+            send(torch.full_like(t, float(i)), 1)
+            recv(t, 1)
             wrong += not torch.all(t == i + 0.5)
         else:
-            dist.recv(t, 0)
+            recv(t, 0)
             wrong += not torch.all(t == i)
-            dist.send(t + 0.5, 0)
+            send(t + 0.5, 0)
     return wrong, _worker_switches("occl-p2p") - before
 
 
 @occl_only("occl's p2p thread")
-@pytest.mark.parametrize("nbytes", [8, 4096])
-def test_ping_pong_on_one_host_leaves_the_p2p_thread_asleep(nbytes):
+@pytest.mark.parametrize("nbytes,batched", [(8, False), (4096, False), (8, True)],
+                         ids=["8B", "4KiB", "8B-batched"])
+def test_ping_pong_on_one_host_leaves_the_p2p_thread_asleep(nbytes, batched):
     rounds = 300
     with DistPool(2, env=AUTO) as pool:
-        replies = pool.run(w_ping_pong, rounds, nbytes)
+        replies = pool.run(w_ping_pong, rounds, nbytes, batched)
     for rank, (wrong, switches) in enumerate(replies):
         assert wrong == 0, f"rank {rank}: {wrong} wrong messages"
         # Through the engine's thread (OCCL_TRANSPORT=tcp), every message wakes it: 600 or more.
