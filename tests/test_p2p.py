@@ -494,19 +494,18 @@ def w_ping_pong(rank, ws, rounds, nbytes, batched):
     coalesced Work waits for its ops); wrong messages, and the p2p thread's wakes meanwhile."""
     from test_async_and_timeout import _worker_switches
 
-    def send(tensor, peer):
+    def one(op, tensor, peer):  # op: dist.isend or dist.irecv
         if batched:
-            for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer)]):
+            for work in dist.batch_isend_irecv([dist.P2POp(op, tensor, peer)]):
                 work.wait()
         else:
-            dist.send(tensor, peer)
+            (dist.send if op is dist.isend else dist.recv)(tensor, peer)
+
+    def send(tensor, peer):
+        one(dist.isend, tensor, peer)
 
     def recv(tensor, peer):
-        if batched:
-            for work in dist.batch_isend_irecv([dist.P2POp(dist.irecv, tensor, peer)]):
-                work.wait()
-        else:
-            dist.recv(tensor, peer)
+        one(dist.irecv, tensor, peer)
 
     t = torch.zeros(nbytes // 4)
     wrong = 0
