@@ -78,6 +78,7 @@ bool refused(State& state, Completion& done, int source) {
 }
 
 void drive(State& state, const std::function<bool()>& done) {
+  if (done()) return;  // a send written at once
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     if (state.stopping || state.spin.count() == 0 || !state.shm) return;
