@@ -485,8 +485,11 @@ def test_a_send_whose_message_arrived_succeeds_when_the_receiver_exits_at_once(a
 # A send is written into the ring on the caller's thread; a thread waiting for a request reads
 # the rings itself for a while (OCCL_SPIN_US); the engine's thread is poked (a byte on the
 # socket) only when a request waits for frames and nobody reads, or when the receiver must read
-# although it may wait for nothing (a full ring, a lent message, a failure report).
+# although it may wait for nothing (a full ring, a lent message, a failure report). Unpoked, the
+# engine's thread still looks once a second: the tests below tell a poke (milliseconds) from that
+# look (a second per message or per ring-full) by bounds far from both.
 AUTO = {"OCCL_TRANSPORT": "auto"}
+LOOK_SECONDS = 1.0  # transport/p2p/engine.cpp: kMaxPollMillis
 
 
 def w_ping_pong(rank, ws, rounds, nbytes, batched):
@@ -539,12 +542,12 @@ def test_ping_pong_on_one_host_leaves_the_p2p_thread_asleep(nbytes, batched):
 def w_recv_polled(rank, ws, rounds):
     """Rank 1 posts each receive and only polls is_completed(); rank 0 sends a little later. The
     engine's thread must be poked for the message: nobody reads the rings for it."""
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + rounds * LOOK_SECONDS / 10
     for i in range(rounds):
         if rank == 0:
             time.sleep(0.005)
             dist.send(torch.full((16,), float(i)), 1, tag=i)
-        else:
+        elif rank == 1:
             got = torch.zeros(16)
             work = dist.irecv(got, 0, tag=i)
             while not work.is_completed():
@@ -558,8 +561,8 @@ def w_recv_polled(rank, ws, rounds):
 
 @occl_only("occl's p2p thread")
 def test_a_receive_nobody_waits_for_completes_soon(occl_pool):
-    # Not poked, the thread would find each message at its next look, a second later.
-    assert occl_pool.run(w_recv_polled, 40) == [True] * occl_pool.world_size
+    # Poked, 100 rounds take about 0.6 s; found at the thread's looks, about 50 s (bound: 10 s).
+    assert occl_pool.run(w_recv_polled, 100) == [True] * occl_pool.world_size
 
 
 def w_blocking_sends_beyond_a_ring(rank, ws, count, nbytes):
@@ -567,9 +570,12 @@ def w_blocking_sends_beyond_a_ring(rank, ws, count, nbytes):
     collective; rank 1 joins the collective first and receives afterwards. Rank 1's engine must
     buffer what fills the ring, or rank 0 never reaches the collective."""
     t = torch.ones(1)
+    took = None
     if rank == 0:
+        start = time.monotonic()
         for i in range(count):
             dist.send(torch.full((nbytes // 4,), float(i)), 1, tag=3)
+        took = time.monotonic() - start
         dist.all_reduce(t)
     elif rank == 1:
         dist.all_reduce(t)
@@ -579,30 +585,41 @@ def w_blocking_sends_beyond_a_ring(rank, ws, count, nbytes):
             assert torch.all(got == i), (i, got[:4])
     else:
         dist.all_reduce(t)
-    return t.item()
+    return t.item(), took
 
 
 @occl_only("occl's rings")
 def test_blocking_sends_beyond_a_ring_complete_while_the_receiver_is_elsewhere():
-    count, nbytes = 300, 8192  # 2.4 MB, beyond the 1 MiB ring
-    with DistPool(2, env=AUTO, group_timeout=30) as pool:
-        assert pool.run(w_blocking_sends_beyond_a_ring, count, nbytes) == [2.0, 2.0]
+    count, nbytes = 2000, 8192  # 16 MB: the 1 MiB ring fills 16 times
+    with DistPool(2, env=AUTO, group_timeout=60) as pool:
+        (total, took), (other, _) = pool.run(w_blocking_sends_beyond_a_ring, count, nbytes)
+    assert total == other == 2.0
+    # The full ring pokes the receiver's engine, which buffers what it holds: milliseconds per
+    # ring. Unpoked, each ring-full waits for the engine's next look (16 s in all).
+    assert took < 5 * LOOK_SECONDS, f"the sends took {took:.1f} s"
+
+
+SENDS_BEFORE_RECEIVES = 5
 
 
 def w_lent_send_before_its_receive(rank, ws):
-    """A 4 MiB message completes its blocking send without a receive posted: the receiver's
-    engine copies it into a buffer (after kReceiveGrace) while the receiver sleeps."""
+    """Five 4 MiB messages complete their blocking sends without a receive posted: the
+    receiver's engine copies each into a buffer (after kReceiveGrace) while the receiver
+    sleeps. Rank 0 returns when its sends completed and how long they took."""
     big = torch.arange(1 << 20, dtype=torch.float32)
     if rank == 0:
-        dist.send(big, 1, tag=8)
+        start = time.time()
+        for k in range(SENDS_BEFORE_RECEIVES):
+            dist.send(big + k, 1, tag=8 + k)
         sent_at = time.time()
         dist.barrier()
-        return sent_at
-    time.sleep(1.0)
+        return sent_at, sent_at - start
+    time.sleep(3 * LOOK_SECONDS)
     posted_at = time.time()
     got = torch.zeros_like(big)
-    dist.recv(got, 0, tag=8)
-    assert torch.equal(got, big)
+    for k in range(SENDS_BEFORE_RECEIVES):
+        dist.recv(got, 0, tag=8 + k)
+        assert torch.equal(got, big + k), k
     dist.barrier()
     return posted_at
 
@@ -611,13 +628,16 @@ def w_lent_send_before_its_receive(rank, ws):
 def test_a_lent_send_completes_before_its_receive_is_posted():
     # Poked for it, the receiver's engine buffers the message, though it waits for nothing.
     with DistPool(2, env={**AUTO, **LEND_FROM_256K}) as pool:
-        sent_at, posted_at = pool.run(w_lent_send_before_its_receive)
+        (sent_at, took), posted_at = pool.run(w_lent_send_before_its_receive)
     assert sent_at < posted_at, f"the send completed {sent_at - posted_at:.3f} s after the receive"
+    # Not at the engine's looks, a second apart (4 s or more for five): each message poked it.
+    assert took < LOOK_SECONDS, f"the sends took {took:.2f} s"
 
 
 @occl_only("occl's rings")
 def test_a_streamed_send_completes_before_its_receive_is_posted():
     # 4 MiB through the 1 MiB ring: the full ring pokes the receiver's engine, which buffers it.
     with DistPool(2, env=AUTO) as pool:
-        sent_at, posted_at = pool.run(w_lent_send_before_its_receive)
+        (sent_at, took), posted_at = pool.run(w_lent_send_before_its_receive)
     assert sent_at < posted_at, f"the send completed {sent_at - posted_at:.3f} s after the receive"
+    assert took < LOOK_SECONDS, f"the sends took {took:.2f} s"
