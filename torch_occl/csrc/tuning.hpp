@@ -38,8 +38,9 @@ struct Tuning {
   // keeps the bytes in cache between the two copies. OCCL_LOOPBACK_SEND_BUFFER_BYTES
   size_t loopback_send_buffer_bytes = 256 * 1024;
   // Microseconds a rank whose transfers stopped moving spins (yielding now and then) before it
-  // sleeps on its doorbell or in poll(). Ranks that outnumber the cores never spin: their peers
-  // need the core. OCCL_SPIN_US
+  // sleeps on its doorbell or in poll(); also how long a thread waiting for a point-to-point op
+  // reads the rings itself (transport/p2p.hpp). Ranks that outnumber the cores never spin: their
+  // peers need the core. OCCL_SPIN_US
   int spin_us = 200;
   // An asynchronous collective (async_op=True, the functional collectives) writing at most this
   // many bytes is run by the thread that waits for it rather than by the group's worker, which

@@ -59,7 +59,8 @@ class P2PEngine {
   // caller's inside send(), recv() or a driver), never with the engine's lock held.
   using Completion = std::function<void(std::exception_ptr, int source)>;
   static constexpr int kAnySource = -1;
-  // Called on the engine's thread with a rank's report that it gave up on a collective.
+  // Called with a rank's report that it gave up on a collective, as a completion is: on the
+  // thread that read the report, with no lock held.
   using FailureHandler = std::function<void(int peer, const std::string& report)>;
   // See driver().
   using Driver = std::function<void(const std::function<bool()>& done)>;
@@ -101,7 +102,7 @@ class P2PEngine {
 
   // The group shut down: with no request in flight, the engine stops now and lets go of the
   // rings (the region is unmapped once the mesh lets go too); a request in flight keeps them
-  // until it ends or the engine goes, so that it can still complete, or fail at abort().
+  // until the engine goes, so that it can still complete, or fail at abort().
   void close();
 
  private:

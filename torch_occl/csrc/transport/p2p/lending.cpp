@@ -26,8 +26,7 @@ void State::on_lent(int peer) {
   link.arrived.push_back({tag, Payload{}, lent});
 }
 
-void State::receive_lent(int peer, int64_t tag, const LentArrival& lent,
-                                    RecvRequest& recv) {
+void State::receive_lent(int peer, int64_t tag, const LentArrival& lent, RecvRequest& recv) {
   std::exception_ptr failure = recv.bytes == lent.region.bytes
                                    ? copy_lent(peer, lent, recv.data)
                                    : size_mismatch(peer, tag, recv.bytes, lent.region.bytes);

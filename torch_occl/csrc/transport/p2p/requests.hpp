@@ -1,7 +1,7 @@
 // What the p2p engine holds for the requests it was given and the messages nobody received yet.
 #pragma once
 
-#include "../../transport/p2p.hpp"
+#include "../p2p.hpp"
 #include "wire.hpp"
 
 #include <optional>
