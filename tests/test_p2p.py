@@ -535,7 +535,9 @@ def test_ping_pong_on_one_host_leaves_the_p2p_thread_asleep(nbytes, batched):
     for rank, (wrong, switches) in enumerate(replies):
         assert wrong == 0, f"rank {rank}: {wrong} wrong messages"
         # Through the engine's thread (OCCL_TRANSPORT=tcp), every message wakes it: 600 or more.
-        assert switches < rounds // 2, (
+        # Over the rings it wakes for a message that arrives between a receive's post and its
+        # wait: batch_isend_irecv's Python leaves tens of µs there (178 of 600 under CI's load).
+        assert switches < rounds, (
             f"rank {rank}: the p2p thread woke {switches} times for {2 * rounds} messages")
 
 
