@@ -794,3 +794,81 @@ def test_half_precision_rounds_once(dist_pool, backend):
     results = dist_pool(4).run(w_half_rounds_once)
     problems = [p for per_rank in results for p in per_rank]
     assert not problems, "\n".join(problems)
+
+
+# Where the algorithm meets every rank's input in one kernel call (direct and single-copy
+# algorithms, a ring of two), float16 and bfloat16 travel as they are and the kernel adds in
+# float32; elsewhere (a longer ring; PREMUL_SUM and AVG) they reduce in a float32 copy. Either way
+# the result must be the float32 reduction rounded once. The inputs make that reduction exact in
+# float32 in any order (at most 8 or 11 significant bits, magnitudes 2^-6 to 16: every sum of
+# three needs fewer than 24 bits), while most sums need more bits than 16-bit types hold: a
+# rounding per step shows.
+HALF_SIZES = {"direct": 8, "ring or single copy": 300_001}  # 600 KB: above 256 KiB
+
+
+def _half_input(rank, numel, dtype):
+    g = torch.Generator().manual_seed(1000 + rank)
+    magnitude = torch.exp2(torch.randint(-6, 4, (numel,), generator=g).float())
+    values = magnitude * (1 + torch.rand(numel, generator=g)) * (torch.randint(0, 2, (numel,),
+                                                                               generator=g) * 2 - 1)
+    return values.to(dtype)
+
+
+def w_half_types_as_they_are(rank, ws):
+    warnings.simplefilter("ignore", FutureWarning)
+    problems = []
+    ops = {"SUM": dist.ReduceOp.SUM, "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG}
+    for dtype in (torch.bfloat16, torch.float16):
+        for case, numel in HALF_SIZES.items():
+            inputs = [_half_input(r, numel, dtype) for r in range(ws)]
+            wide = [x.float() for x in inputs]
+            exact = {"SUM": functools.reduce(torch.add, wide),
+                     "MAX": functools.reduce(torch.maximum, wide)}
+            exact["AVG"] = exact["SUM"] / ws
+            for name, op in ops.items():
+                expected = exact[name].to(dtype)
+
+                def check(what, got, want):
+                    wrong = (got != want).nonzero()
+                    if len(wrong):
+                        i = int(wrong[0])
+                        problems.append(
+                            f"rank {rank}: {what} {dtype} {name} [{numel}, {case}]: "
+                            f"{len(wrong)}/{got.numel()} elements wrong, e.g. [{i}] = "
+                            f"{got[i].item()}, float32 rounded once gives {want[i].item()}")
+
+                t = inputs[rank].clone()
+                dist.all_reduce(t, op=op)
+                check("all_reduce", t, expected)
+                # A strided view: staged into a contiguous buffer and back.
+                guarded = torch.full((numel, 2), -7.0, dtype=dtype)
+                guarded[:, 0] = inputs[rank]
+                dist.all_reduce(guarded[:, 0], op=op)
+                check("all_reduce (strided)", guarded[:, 0], expected)
+                if not torch.all(guarded[:, 1] == -7.0):
+                    problems.append(f"rank {rank}: all_reduce {dtype} wrote between strides")
+                blocks = torch.cat([inputs[(rank + k) % ws] for k in range(ws)])
+                out = torch.empty(numel, dtype=dtype)
+                dist.reduce_scatter_tensor(out, blocks, op=op)
+                # Block b of rank r is inputs[(r + b) % ws]: block `rank` of every rank r is
+                # inputs[(r + rank) % ws], so the reduction is over all inputs.
+                check("reduce_scatter_tensor", out, expected)
+                if name != "AVG":  # reduce with AVG is not a c10d op on every backend
+                    t = inputs[rank].clone()
+                    dist.reduce(t, dst=ws - 1, op=op)
+                    if rank == ws - 1:
+                        check("reduce", t, expected)
+                    elif not torch.equal(t, inputs[rank]):
+                        problems.append(f"rank {rank}: reduce {dtype} changed a non-root input")
+    return problems
+
+
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_half_types_reduce_to_the_float32_result_rounded_once(dist_pool, backend, world_size,
+                                                               transport):
+    if backend == "gloo":
+        pytest.skip("gloo rounds float16/bfloat16 partial sums to 16 bits at every ring hop")
+    pool = dist_pool(world_size, env={"OCCL_TRANSPORT": transport})
+    problems = [p for per_rank in pool.run(w_half_types_as_they_are) for p in per_rank]
+    assert not problems, "\n".join(problems[:20])

@@ -50,26 +50,59 @@ bool is_small(size_t count, Reduction reduction, int ranks) {
          Tuning::get().direct_allreduce_max_bytes;
 }
 
+// How a reduction runs: decided once per op, by the functions below, for the reduction itself
+// and for rounds_once.
+enum class Path { Nothing, Direct, SingleCopy, Ring };
+
+Path allreduce_path(const Mesh& mesh, size_t count, Reduction reduction) {
+  const int n = mesh.size();
+  if (n == 1 || count == 0) return Path::Nothing;
+  if (is_small(count, reduction, n)) return Path::Direct;
+  const size_t bytes = count * kernels::element_size(reduction.dtype);
+  return single_copy::applies(mesh, bytes) ? Path::SingleCopy : Path::Ring;
+}
+
+Path reduce_scatter_path(const Mesh& mesh, size_t block_count, Reduction reduction) {
+  if (block_count == 0 || mesh.size() == 1) return Path::Nothing;
+  const size_t input_bytes = block_count * kernels::element_size(reduction.dtype) * mesh.size();
+  return single_copy::applies(mesh, input_bytes) ? Path::SingleCopy : Path::Ring;
+}
+
+Path reduce_path(const Mesh& mesh, size_t count, Reduction reduction) {
+  const int n = mesh.size();
+  if (n == 1 || count == 0) return Path::Nothing;
+  return is_small(count, reduction, n) ? Path::Direct : Path::Ring;
+}
+
 }  // namespace
 
+bool rounds_once(const Mesh& mesh, Reducing what, size_t count, Reduction reduction) {
+  const Path path = what == Reducing::AllReduce       ? allreduce_path(mesh, count, reduction)
+                    : what == Reducing::ReduceScatter ? reduce_scatter_path(mesh, count, reduction)
+                                                      : reduce_path(mesh, count, reduction);
+  return path != Path::Ring || mesh.size() == 2;
+}
+
 void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadline deadline) {
-  const int n = mesh.size();
-  if (n == 1 || count == 0) return;
-  if (is_small(count, reduction, n)) return direct_allreduce(mesh, data, count, reduction, deadline);
-  const size_t bytes = count * kernels::element_size(reduction.dtype);
-  if (single_copy::applies(mesh, bytes)) {
-    return single_copy::allreduce(mesh, static_cast<char*>(data), count, reduction, deadline);
+  switch (allreduce_path(mesh, count, reduction)) {
+    case Path::Nothing: return;
+    case Path::Direct: return direct_allreduce(mesh, data, count, reduction, deadline);
+    case Path::SingleCopy:
+      return single_copy::allreduce(mesh, static_cast<char*>(data), count, reduction, deadline);
+    case Path::Ring:
+      return ring_allreduce(mesh, static_cast<char*>(data), Segments::even(count, mesh.size()),
+                            reduction, deadline);
   }
-  ring_allreduce(mesh, static_cast<char*>(data), Segments::even(count, n), reduction, deadline);
 }
 
 void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
             Deadline deadline) {
+  const Path path = reduce_path(mesh, count, reduction);
+  if (path == Path::Nothing) return;
   const int n = mesh.size();
-  if (n == 1 || count == 0) return;
   const size_t element = kernels::element_size(reduction.dtype);
   char* bytes = static_cast<char*>(data);
-  if (is_small(count, reduction, n)) {
+  if (path == Path::Direct) {
     // Everyone sends to the root, which folds in rank order.
     if (mesh.rank() != root) return mesh.exchange({{root, data, count * element}}, {}, deadline);
     std::unique_ptr<char[]> incoming(new char[count * element * n]);
@@ -108,8 +141,7 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
                     block_count, reduction.dtype, reduction.op);
     return;
   }
-  const size_t input_bytes = block_count * kernels::element_size(reduction.dtype) * mesh.size();
-  if (single_copy::applies(mesh, input_bytes)) {
+  if (reduce_scatter_path(mesh, block_count, reduction) == Path::SingleCopy) {
     return single_copy::reduce_scatter(mesh, buffers, block_count, reduction, deadline);
   }
   ring_reduce_scatter(mesh, buffers, Segments::blocks(block_count, mesh.size()), reduction,

@@ -21,6 +21,16 @@ struct Reduction {
   kernels::ReduceOp op;
 };
 
+// The reductions below, for rounds_once.
+enum class Reducing { AllReduce, ReduceScatter, Reduce };
+
+// Whether `what` of `count` elements per rank (per block for ReduceScatter) meets every rank's
+// input in one kernel call on this mesh: the direct and single-copy algorithms and a ring of two
+// ranks do; a longer ring passes partial sums from rank to rank. When it does, float16 and
+// bfloat16 may travel as they are and still round once: the kernel adds in float32
+// (kernels/reduce.hpp). Every rank of a group answers alike for the same op.
+bool rounds_once(const Mesh& mesh, Reducing what, size_t count, Reduction reduction);
+
 // In place on `count` elements: every rank ends with the reduction over all ranks.
 void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadline deadline);
 

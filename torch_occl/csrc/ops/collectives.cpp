@@ -36,11 +36,28 @@ struct Call {
   transport::Deadline deadline;
 };
 
+// The dtype a reduction of `count` elements of `type` (per block for a reduce-scatter) runs in.
+// float16 and bfloat16 travel as they are when the algorithm meets every rank's input in one
+// kernel call (algorithms::rounds_once; the kernel adds in float32 and rounds once) and nothing
+// scales before or after it (PREMUL_SUM and AVG would round a second time in 16 bits). Otherwise
+// they reduce in a float32 copy (kit::accumulation_dtype), rounded once at the end of the whole
+// collective. Every rank chooses alike: the kit checked that they agree on the op.
+at::ScalarType reduction_dtype(const Call& ctx, algorithms::Reducing what, int64_t count,
+                               const c10d::ReduceOp& op, at::ScalarType type) {
+  const at::ScalarType wide = kit::accumulation_dtype(type);
+  if (wide == type) return type;
+  const ReducePlan p = plan(op, type);
+  const bool once = !p.premultiply && !p.average &&
+                    algorithms::rounds_once(ctx.mesh, what, static_cast<size_t>(count),
+                                            p.reduction);
+  return once ? type : wide;
+}
+
 at::Tensor block_of(const at::Tensor& blocks, int64_t block, int index) {
   return blocks.narrow(0, block * index, block);
 }
 
-// Reduces `blocks` (world_size blocks, contiguous, in the accumulation dtype) into `output`
+// Reduces `blocks` (world_size blocks, contiguous, in the reduction dtype) into `output`
 // (one block, contiguous, same dtype): block r of the reduction, with PREMUL_SUM and AVG applied.
 // `blocks_are_scratch`: a private copy, which the reduction may scribble on; the caller's input
 // is only read, with a scratch buffer for the partial sums when more than two ranks need one.
@@ -72,10 +89,10 @@ void allreduce_flat(Call& ctx, const at::Tensor& flat, const c10d::ReduceOp& op)
   average(p, flat, ctx.size);
 }
 
-// Allreduces `tensors` as one: through a flat copy in the accumulation dtype.
-void allreduce_copy(Call& ctx, const std::vector<at::Tensor>& tensors,
-                    const c10d::ReduceOp& op) {
-  at::Tensor flat = accumulation_copy(tensors);
+// Allreduces `tensors` as one: through a flat copy in `dtype`.
+void allreduce_copy(Call& ctx, const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
+                    at::ScalarType dtype) {
+  at::Tensor flat = flat_copy(tensors, dtype);
   allreduce_flat(ctx, flat, op);
   copy_back(flat, tensors);
 }
@@ -111,9 +128,10 @@ void MeshRuntime::allreduce(kit::OpContext& op, const std::vector<at::Tensor>& t
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
   const at::Tensor& tensor = tensors[0];
   if (tensor.is_sparse()) return allreduce_sparse_tensor(ctx, tensor);
-  if (kit::accumulation_dtype(tensor.scalar_type()) != tensor.scalar_type()) {
-    return allreduce_copy(ctx, tensors, opts.reduceOp);
-  }
+  const at::ScalarType dtype = reduction_dtype(ctx, algorithms::Reducing::AllReduce,
+                                               tensor.numel(), opts.reduceOp,
+                                               tensor.scalar_type());
+  if (dtype != tensor.scalar_type()) return allreduce_copy(ctx, tensors, opts.reduceOp, dtype);
   Staged staged(tensor);  // in place, unless the tensor is not contiguous
   allreduce_flat(ctx, staged.buffer().view({-1}), opts.reduceOp);
   staged.commit();
@@ -122,14 +140,18 @@ void MeshRuntime::allreduce(kit::OpContext& op, const std::vector<at::Tensor>& t
 void MeshRuntime::allreduce_coalesced(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
                          const c10d::AllreduceCoalescedOptions& opts) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
-  allreduce_copy(ctx, tensors, opts.reduceOp);
+  allreduce_copy(ctx, tensors, opts.reduceOp,
+                 reduction_dtype(ctx, algorithms::Reducing::AllReduce, kit::total_numel(tensors),
+                                 opts.reduceOp, tensors[0].scalar_type()));
 }
 
 void MeshRuntime::reduce(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
             const c10d::ReduceOptions& opts) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
   // A private copy on every rank: non-root tensors must come out as they went in.
-  at::Tensor flat = accumulation_copy(tensors);
+  at::Tensor flat = flat_copy(tensors, reduction_dtype(ctx, algorithms::Reducing::Reduce,
+                                                       kit::total_numel(tensors), opts.reduceOp,
+                                                       tensors[0].scalar_type()));
   ReducePlan p = plan(opts.reduceOp, flat.scalar_type());
   premultiply(p, flat);
   int root = static_cast<int>(opts.rootRank);
@@ -174,10 +196,12 @@ void allgather_into(Call& ctx, const at::Tensor& output_tensor, const at::Tensor
 
 void reduce_scatter_into(Call& ctx, const at::Tensor& output_tensor,
                          const at::Tensor& input_tensor, const c10d::ReduceOp& op) {
-  const at::ScalarType dtype = kit::accumulation_dtype(input_tensor.scalar_type());
-  if (dtype != input_tensor.scalar_type()) {  // half types: the whole reduction in float32
+  const at::ScalarType dtype = reduction_dtype(ctx, algorithms::Reducing::ReduceScatter,
+                                               output_tensor.numel(), op,
+                                               input_tensor.scalar_type());
+  if (dtype != input_tensor.scalar_type()) {  // half types in float32
     at::Tensor output = at::empty({output_tensor.numel()}, input_tensor.options().dtype(dtype));
-    reduce_scatter_blocks(ctx, accumulation_copy({input_tensor}), output, op, true);
+    reduce_scatter_blocks(ctx, flat_copy({input_tensor}, dtype), output, op, true);
     output_tensor.copy_(output.view(output_tensor.sizes()));
     return;
   }
@@ -197,7 +221,9 @@ void MeshRuntime::reduce_scatter(kit::OpContext& op, const std::vector<at::Tenso
                     const c10d::ReduceScatterOptions& opts) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
   const at::Tensor& output = output_tensors[0];
-  at::Tensor blocks = accumulation_copy(input_tensors[0]);
+  at::Tensor blocks = flat_copy(
+      input_tensors[0], reduction_dtype(ctx, algorithms::Reducing::ReduceScatter, output.numel(),
+                                        opts.reduceOp, output.scalar_type()));
   at::Tensor reduced = at::empty({output.numel()}, blocks.options());
   reduce_scatter_blocks(ctx, blocks, reduced, opts.reduceOp, true);
   output.copy_(reduced.view(output.sizes()));

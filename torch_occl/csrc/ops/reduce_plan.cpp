@@ -53,11 +53,10 @@ void average(const ReducePlan& p, const at::Tensor& data, int world_size) {
   if (p.average) kernels::divide(data_of(data), data.numel(), p.reduction.dtype, world_size);
 }
 
-at::Tensor accumulation_copy(const std::vector<at::Tensor>& tensors) {
+at::Tensor flat_copy(const std::vector<at::Tensor>& tensors, at::ScalarType dtype) {
   int64_t total = 0;
   for (const auto& t : tensors) total += t.numel();
-  at::Tensor flat = at::empty(
-      {total}, tensors[0].options().dtype(kit::accumulation_dtype(tensors[0].scalar_type())));
+  at::Tensor flat = at::empty({total}, tensors[0].options().dtype(dtype));
   int64_t offset = 0;
   for (const auto& t : tensors) {
     flat.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);

@@ -1,6 +1,6 @@
 // How occl runs a c10d reduction on its kernels (kernels/reduce.hpp): the dtype and op as the
 // kernels name them, the scaling before it (PREMUL_SUM) and the division after it (AVG), and the
-// float32 copies that float16 and bfloat16 reduce in.
+// flat copies that coalesced ops, and float16 and bfloat16 when they need float32, reduce in.
 #pragma once
 
 #include "../algorithms/algorithms.hpp"
@@ -30,10 +30,11 @@ ReducePlan plan(const c10d::ReduceOp& op, at::ScalarType type);
 void premultiply(const ReducePlan& p, const at::Tensor& data);
 void average(const ReducePlan& p, const at::Tensor& data, int world_size);
 
-// A contiguous copy of `tensors` (flattened, concatenated) in their accumulation dtype
-// (kit::accumulation_dtype): a whole collective adds in float32 and rounds once at the end.
-at::Tensor accumulation_copy(const std::vector<at::Tensor>& tensors);
-// The inverse of accumulation_copy: writes each slice of `flat` back into its tensor.
+// A contiguous copy of `tensors` (flattened, concatenated) in `dtype`: theirs, or the float32
+// that float16 and bfloat16 reduce in when the algorithm would not round once (see
+// collectives.cpp, reduction_dtype).
+at::Tensor flat_copy(const std::vector<at::Tensor>& tensors, at::ScalarType dtype);
+// The inverse of flat_copy: writes each slice of `flat` back into its tensor.
 void copy_back(const at::Tensor& flat, const std::vector<at::Tensor>& tensors);
 
 }  // namespace occl::runtime
