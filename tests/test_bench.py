@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -417,3 +418,16 @@ def test_steps_train_and_decode_on_occl_and_gloo_to_the_same_weights(tmp_path):
     assert all(line[-1] == "equal" for line in lines), result.stdout
     # Every functional collective was waited for (torch warns of those that were not).
     assert "unwaited collective calls" not in result.stderr
+
+
+def test_the_cross_memory_rate_script_times_both_copies():
+    """scripts/cross_memory_rate.py, the measured limit of single-copy broadcasts
+    (docs/PERFORMANCE.md): both rates, and their ratio, from real copies."""
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "cross_memory_rate.py"), "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    match = re.fullmatch(r"1 MiB: memcpy ([\d.]+) GB/s, process_vm_readv ([\d.]+) GB/s "
+                         r"\(([\d.]+) of memcpy\)\n", out.stdout)
+    assert match, out.stdout
+    memcpy, cross, ratio = (float(g) for g in match.groups())
+    assert memcpy > 0 and cross > 0 and abs(ratio - cross / memcpy) < 0.01, out.stdout
