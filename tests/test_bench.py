@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+import torch.distributed as dist
 
 REPO = Path(__file__).resolve().parent.parent
 ROW_OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
@@ -172,7 +174,7 @@ def test_help_documents_every_option_with_its_default():
     parse = parser()
     text = parse.format_help()
     options = [action for action in parse._actions if action.option_strings != ["-h", "--help"]]
-    assert len(options) == 17
+    assert len(options) == 18
     for action in options:
         assert action.option_strings[0] in text
         assert action.help and action.help.endswith("(default: %(default)s)"), action.dest
@@ -431,3 +433,54 @@ def test_the_cross_memory_rate_script_times_both_copies():
     assert match, out.stdout
     memcpy, cross, ratio = (float(g) for g in match.groups())
     assert memcpy > 0 and cross > 0 and abs(ratio - cross / memcpy) < 0.01, out.stdout
+
+
+def test_fresh_inputs_give_every_call_a_new_input_and_every_peer_is_still_checked(tmp_path):
+    report_file = tmp_path / "bench.json"
+    result = _bench(tmp_path, "--ops", "all_reduce,broadcast,all_to_all_single,send_recv",
+                    "--sizes", "4K,300K", "--peers", "gloo", "--rounds", "2", "--iters", "3",
+                    "--fresh-inputs", "--json", str(report_file))
+    report = json.loads(report_file.read_text())
+    assert report["fresh_inputs"] is True
+    assert "a new input tensor every call" in result.stdout
+    assert len(report["rows"]) == 8
+    assert all(row["wrong"] == {"occl": 0, "gloo": 0} for row in report["rows"])
+
+
+def test_a_fresh_input_is_a_new_filled_tensor_on_every_call(tmp_path):
+    """In one process (a group of one): the tensor a call reads is not the last call's, and
+    holds this rank's fill; the floor allocates what the op's input holds."""
+    from torch_occl.bench.cases import Case, Floor
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        seen = []
+        case = Case("all_to_all_single", 1024, torch.float32, "sum", 0, 1, fresh=True)
+        original = dist.all_to_all_single
+
+        def spy(output, input, **kwargs):
+            seen.append((input.data_ptr(), input.clone()))
+            return original(output, input, **kwargs)
+
+        dist.all_to_all_single = spy
+        try:
+            for _ in range(3):
+                case.run(dist.group.WORLD)
+        finally:
+            dist.all_to_all_single = original
+        assert len({pointer for pointer, _ in seen}) == 3
+        assert all(torch.all(values == 1.0) for _, values in seen)
+        assert case.wrong() == 0
+        assert Floor(4096, case.input_bytes()).fresh_bytes == 4096
+        assert not Case("all_to_all_single", 1024, torch.float32, "sum", 0, 1).fresh
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fresh_inputs_with_shared_tensors_is_refused_naming_both():
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", "--fresh-inputs", "--shared-tensors"],
+        env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "--fresh-inputs allocates with torch.empty on every peer: it cannot be combined " \
+           "with --shared-tensors" in result.stderr

@@ -77,6 +77,10 @@ def parser() -> argparse.ArgumentParser:
            help=with_default("pin rank r to CPU r modulo the CPUs available (every peer)"))
     option("--shared-tensors", action="store_true",
            help=with_default("allocate occl's buffers with torch_occl.shared_empty"))
+    option("--fresh-inputs", action="store_true",
+           help=with_default("give every call a new input tensor, allocated and filled within "
+                             "the call's time (as an MoE layer's tokens are), on every peer; "
+                             "the floor then allocates and fills its source too"))
     option("--json", metavar="FILE", default=None,
            help=with_default("also write the report, with every round's times, here"))
     option("--plot", metavar="FILE.png", default=None,
@@ -96,6 +100,9 @@ def _arguments(argv) -> argparse.Namespace:
     unknown = [name for name in args.peers if name not in PEERS]
     if unknown:
         parse.error(f"--peers: unknown {unknown}; choose from {PEERS}")
+    if args.fresh_inputs and args.shared_tensors:
+        parse.error("--fresh-inputs allocates with torch.empty on every peer: it cannot be "
+                    "combined with --shared-tensors")
     args.sizes = args.sizes or sizes(args.min_bytes, args.max_bytes, args.factor)
     if "occl" not in args.peers:
         args.peers.insert(0, "occl")

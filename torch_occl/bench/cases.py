@@ -107,11 +107,14 @@ class Case:
 
     `empty(count, dtype=...)` allocates the buffers the op reads and writes; `all_reduce(tensor,
     redop, group, async_op)` is the peer's all_reduce (torch.distributed's, or a library's own
-    call); `call` is one of CALLS."""
+    call); `call` is one of CALLS; `fresh`: every call's input is a new tensor (torch.empty,
+    filled), allocated within the call's time."""
 
     def __init__(self, op: str, count: int, dtype: torch.dtype, redop: str, rank: int, n: int,
-                 empty=torch.empty, all_reduce=dist_all_reduce, call: str = "sync"):
+                 empty=torch.empty, all_reduce=dist_all_reduce, call: str = "sync",
+                 fresh: bool = False):
         self.op, self.redop, self.rank, self.n, self.call = op, redop, rank, n, call
+        self.fresh = fresh
         self.all_reduce = all_reduce
         fill = float(rank + 1)
         if op == "all_reduce":
@@ -163,7 +166,12 @@ class Case:
                     group.shutdown()
             self.formed.clear()
 
+    def input_bytes(self) -> int:
+        return 0 if self.data is None else self.data.numel() * self.data.element_size()
+
     def run(self, group) -> None:
+        if self.fresh and self.data is not None:
+            self.data = torch.empty_like(self.data).fill_(self.fill)
         if self.op == "ping_pong":
             self._ping_pong(group, async_op=self.call == "async")
         elif self.call == "functional":
@@ -293,13 +301,17 @@ def floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
 
 
 class Floor:
-    """The floor's round: copy this rank's share of the bytes, at the same time as the others."""
+    """The floor's round: copy this rank's share of the bytes, at the same time as the others;
+    first allocate and fill `fresh_bytes`, as a call with a new input tensor does."""
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, fresh_bytes: int = 0):
         self.source = torch.ones(nbytes, dtype=torch.uint8)
         self.destination = torch.empty_like(self.source)
+        self.fresh_bytes = fresh_bytes
 
     def run(self, group) -> None:
+        if self.fresh_bytes:
+            torch.empty(self.fresh_bytes, dtype=torch.uint8).fill_(1)
         self.destination.copy_(self.source)
 
     def reset(self) -> None:

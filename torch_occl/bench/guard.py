@@ -22,8 +22,10 @@ import sys
 
 MIN_NOISE = 0.05
 TYPICAL_QUANTILE = 0.75  # of the rows' spreads: the noise every row is granted
-SETUP_KEYS = ("world_size", "dtype", "transport", "launcher", "shared_tensors", "call")
-SETUP_DEFAULTS = {"call": "sync"}  # what a run from before the key existed did
+SETUP_KEYS = ("world_size", "dtype", "transport", "launcher", "shared_tensors", "call",
+              "fresh_inputs")
+# What a run from before the key existed did.
+SETUP_DEFAULTS = {"call": "sync", "fresh_inputs": False}
 
 
 def _setup(report: dict) -> dict:

@@ -42,7 +42,7 @@ def _row(op, nbytes, args, peers, rank, world_size, gloo, noted: set) -> dict:
     for peer in peers:
         if refused[peer.name] is None:
             cases[peer.name] = Case(op, count, dtype, args.redop, rank, world_size, peer.empty,
-                                    peer.all_reduce, args.call)
+                                    peer.all_reduce, args.call, args.fresh_inputs)
     by_name = {peer.name: peer for peer in peers}
     wrong_here = {}
     for name, case in cases.items():  # warm up, and check every peer once
@@ -53,7 +53,9 @@ def _row(op, nbytes, args, peers, rank, world_size, gloo, noted: set) -> dict:
     # together through the gloo group.
     floor = None
     if floor_bytes(op, nbytes, 0, world_size) > 0:
-        floor = Floor(floor_bytes(op, nbytes, rank, world_size))
+        any_case = next(iter(cases.values()), None)
+        fresh_bytes = any_case.input_bytes() if args.fresh_inputs and any_case else 0
+        floor = Floor(floor_bytes(op, nbytes, rank, world_size), fresh_bytes)
     iters = iterations(args.iters, nbytes)
     rounds = {name: [] for name in cases}
     floor_rounds = []
@@ -113,7 +115,8 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
     names = [peer.name for peer in peers]
     head = {"world_size": world_size, "memcpy_gbps": memcpy,
             "transport": os.environ.get("OCCL_TRANSPORT", "auto"),
-            "shared_tensors": args.shared_tensors, "cpus_per_rank": cpus, "dtype": args.dtype,
+            "shared_tensors": args.shared_tensors, "fresh_inputs": args.fresh_inputs,
+            "cpus_per_rank": cpus, "dtype": args.dtype,
             "peers": names, "skipped": skipped, "rounds": args.rounds, "call": args.call,
             "launcher": "mpirun" if peer_setup.UNDER_MPIRUN else "spawn"}
     if rank == 0:
