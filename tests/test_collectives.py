@@ -730,6 +730,8 @@ FORCED_ALGORITHMS = {
     "single-copy broadcast": (SINGLE_COPY, "broadcast"),
     "single-copy all_gather_into_tensor": (SINGLE_COPY, "all_gather_into_tensor"),
     "single-copy reduce_scatter_tensor": (SINGLE_COPY, "reduce_scatter_tensor"),
+    # The signature exchange is the barrier when it runs; without it, the barrier's own round.
+    "barrier without the agreement check": ({"OCCL_CHECK_SIGNATURES": "0"}, "barrier"),
 }
 
 

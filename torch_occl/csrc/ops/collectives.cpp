@@ -236,6 +236,7 @@ void MeshRuntime::reduce_scatter_base(kit::OpContext& op, const at::Tensor& outp
 }
 
 void MeshRuntime::barrier(kit::OpContext& op, const c10d::BarrierOptions&) {
+  if (op.all_ranks_entered) return;  // the signature exchange was the barrier
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
   algorithms::barrier(ctx.mesh, ctx.deadline);
 }

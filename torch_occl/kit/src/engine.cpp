@@ -267,6 +267,7 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
             });
     }
     joined = true;
+    ctx.all_ranks_entered = agree_;
     run(ctx);
     copy_back.run();
   } catch (const LinkError& e) {

@@ -75,6 +75,9 @@ struct OpContext {
   // for a runtime whose own thread completes posted ops: waking that thread and then the waiter
   // costs more than a short message. It must stay callable after the runtime is gone.
   WaiterProgress progress_while_waiting;
+  // Queued ops: every rank of the group has entered this op. The engine exchanged their
+  // signatures before running it, which is itself a barrier: a barrier op has nothing left to do.
+  bool all_ranks_entered = false;
 };
 
 // What the engine needs of a runtime beyond its ops. The generated contract header declares the
