@@ -383,6 +383,11 @@ def test_the_guard_refuses_runs_of_another_kind():
     with pytest.raises(SystemExit, match="check: the runs .*'call': 'async'.* are not of the "
                                          "baseline's kind"):
         slower_rows(baseline, [_report({"all_reduce 8": 10.0}, call="async")])
+    # Nor with new inputs every call: those runs time the caller's allocations too.
+    assert slower_rows(baseline, [_report({"all_reduce 8": 10.0}, fresh_inputs=False)]) == ([], 1)
+    with pytest.raises(SystemExit, match="check: the runs .*'fresh_inputs': True.* are not of "
+                                         "the baseline's kind"):
+        slower_rows(baseline, [_report({"all_reduce 8": 10.0}, fresh_inputs=True)])
 
 
 def test_the_guard_command_exits_1_naming_the_slower_rows(tmp_path):

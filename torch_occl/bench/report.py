@@ -24,11 +24,11 @@ def _columns(peers: list[str]) -> list[tuple[str, int]]:
 
 
 def head_lines(head: dict) -> list[str]:
-    shared = ", occl's tensors from shared_empty" if head["shared_tensors"] else ""
+    tensors = ", occl's tensors from shared_empty" if head["shared_tensors"] else ""
     if head.get("fresh_inputs"):
-        shared += ", a new input tensor every call"
+        tensors += ", a new input tensor every call"
     lines = [f"# world size {head['world_size']} ({head['launcher']}), {head['dtype']}, occl "
-             f"transport {head['transport']}{shared}, single-core memcpy "
+             f"transport {head['transport']}{tensors}, single-core memcpy "
              f"{head['memcpy_gbps']:.2f} GB/s, CPUs per rank {head['cpus_per_rank']}, median of "
              f"{head['rounds']} alternating rounds, {CALL_LABELS[head['call']]}"]
     lines.append("# peers: " + ", ".join(f"{LABELS[name]} = {name}" for name in head["peers"]))
