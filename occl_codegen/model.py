@@ -88,6 +88,7 @@ CAPABILITIES = (
     "supportsSplitting",
     "supportsTimeEstimation",
     "supportsShrinking",
+    "supportsTensorAlloc",
 )
 
 

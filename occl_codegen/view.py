@@ -52,6 +52,8 @@ _LOOP_DEPTH = {
     ("tensor_list", "tensor_list"): 0,
     ("tensor_list", "tensor_list_list"): 1,
 }
+# Capabilities that are not a `bool supportsX() const` of their own: generated apart.
+_CAPABILITIES_WITH_METHODS = ("supportsTensorAlloc",)
 # The Python property torch binds for each c10d::Backend capability.
 _PYTHON_CAPABILITIES = {
     "supportsCoalescing": "supports_coalescing",
@@ -184,6 +186,9 @@ class View:
     splitting: bool  # generate split() and the runtime's split (capability supportsSplitting)
     # generate shrink(): the survivors connect afresh through the group's store (supportsShrinking)
     shrinking: bool
+    # generate supportsTensorAlloc(DeviceIndex) and allocateTensor over the runtime's
+    # allocate_tensor (supportsTensorAlloc)
+    tensor_alloc: bool
     python_capabilities: tuple[tuple[str, bool], ...]  # (Python property, value)
     runtime_namespace: str
     agreement: str  # C++ bool: backend.runtime.agreement
@@ -590,12 +595,15 @@ def build_view(spec: Spec, layout: Layout) -> View:
         device_matches=tuple(_device_match(device) for device in backend.devices),
         staged_device_matches=tuple(
             _device_match(device) for device in backend.devices if not device.host_addressable),
-        capabilities=tuple((name, "true" if value else "false") for name, value in backend.capabilities),
+        capabilities=tuple((name, "true" if value else "false") for name, value in backend.capabilities
+                           if name not in _CAPABILITIES_WITH_METHODS),
         coalescing=dict(backend.capabilities).get("supportsCoalescing", False),
         splitting=dict(backend.capabilities).get("supportsSplitting", False),
         shrinking=dict(backend.capabilities).get("supportsShrinking", False),
+        tensor_alloc=dict(backend.capabilities).get("supportsTensorAlloc", False),
         python_capabilities=tuple(
             (_PYTHON_CAPABILITIES[name], value) for name, value in backend.capabilities
+            if name not in _CAPABILITIES_WITH_METHODS
         ),
         runtime_namespace=backend.runtime.namespace,
         agreement="true" if backend.runtime.agreement else "false",

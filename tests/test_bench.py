@@ -417,12 +417,15 @@ def test_the_guard_command_exits_1_naming_the_slower_rows(tmp_path):
 
 def test_steps_train_and_decode_on_occl_and_gloo_to_the_same_weights(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "torch_occl.bench.steps", "--steps", "2", "--rounds", "1"],
+        [sys.executable, "-m", "torch_occl.bench.steps", "--steps", "2", "--rounds", "1",
+         "--fsdp2-width", "512"],
         env=_environment(tmp_path), capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = [line.split() for line in result.stdout.splitlines()]
-    assert [line[0] for line in lines] == ["ddp", "tp-decode", "tp-train", "pp"], result.stdout
+    assert [line[0] for line in lines] == ["ddp", "tp-decode", "tp-train", "pp", "fsdp2"], \
+        result.stdout
     assert all(line[-1] == "equal" for line in lines), result.stdout
+    assert [line[1] for line in lines[-1:]] == ["occl"] and "occl-buffers" in lines[-1], lines
     # Every functional collective was waited for (torch warns of those that were not).
     assert "unwaited collective calls" not in result.stderr
 

@@ -103,6 +103,17 @@ class OcclOnDeviceTest(MultiProcessTestCase):
         torch.testing.assert_close(on_cpu, torch.full((4,), 3.0))
         dist.destroy_process_group()
 
+    def test_allocate_tensor_gives_device_tensors_that_collectives_take(self):
+        device = self._init()
+        occl = dist.group.WORLD._get_backend(device)
+        assert occl.supports_tensor_alloc(device)
+        tensor = occl.allocate_tensor(5, dtype=torch.float32, device=device)
+        assert (tensor.shape, tensor.device) == ((5,), device)
+        tensor.fill_(self.rank + 1)
+        dist.all_reduce(tensor)
+        torch.testing.assert_close(tensor.cpu(), torch.full((5,), 3.0))
+        dist.destroy_process_group()
+
     def test_mixed_and_foreign_devices_are_refused_by_name(self):
         device = self._init()
         with pytest.raises(RuntimeError, match=r"^occl\.allgather: output_tensors\[0\]\[1\] is on "

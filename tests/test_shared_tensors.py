@@ -1,10 +1,12 @@
-"""Tensors from torch_occl.shared_empty: collectives on them copy through shared mappings.
+"""Tensors in shared memory: collectives on them copy through shared mappings.
 
-Each rank's tensor lies in a memfd every other rank maps (torch_occl/_shared.py,
-torch_occl/csrc/transport/shared_segments.hpp); occl's single-copy collectives then copy with
-memcpy through the mappings instead of with process_vm_readv/writev. Each result is checked against
-values computed in Python, and `_bytes_through_shared_segments` tells, op by op, how many bytes
-took the mappings.
+They come from torch_occl.shared_empty, whose tensors lie in memfds every other rank maps
+(torch_occl/_shared.py, torch_occl/csrc/transport/shared_segments.hpp), or from the backend's
+allocate_tensor (what FSDP2 asks for its buffers), whose pooled segments a peer maps the first
+time a copy meets them (transport/segment_pool.hpp). occl's single-copy collectives then copy
+with memcpy through the mappings instead of with process_vm_readv/writev. Each result is checked
+against values computed in Python, and `_bytes_through_shared_segments` tells, op by op, how many
+bytes took the mappings.
 """
 
 from __future__ import annotations
@@ -56,17 +58,26 @@ def _expected_bytes(rank: int, n: int) -> dict:
     }
 
 
-def _run_collectives(rank, world_size, shared):
-    """Every single-copy collective once, on shared_empty tensors (`shared` True), on ordinary
-    ones (False), or with only rank 0's shared ("rank 0"): per op, the bytes this rank moved
-    through its mappings and whether the result was right."""
+def _allocate_tensor(count, dtype=torch.float32):
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    return backend.allocate_tensor(count, dtype=dtype, device=torch.device("cpu"))
+
+
+def _run_collectives(rank, world_size, shared, source="shared_empty"):
+    """Every single-copy collective once, on tensors in shared memory from `source`
+    ("shared_empty" or "allocate_tensor") (`shared` True), on ordinary ones (False), or with
+    only rank 0's shared ("rank 0"): per op, the bytes this rank moved through its mappings and
+    whether the result was right."""
     import torch_occl
 
     kept = []  # a rank maps its peers' segments while it holds its own tensor of the call
+    own_shared = shared is True or (shared == "rank 0" and rank == 0)
 
     def empty(count):
+        if source == "allocate_tensor":
+            return _allocate_tensor(count) if own_shared else torch.empty(count)
         tensor = torch_occl.shared_empty(count)  # collective: every rank calls it
-        if shared is True or (shared == "rank 0" and rank == 0):
+        if own_shared:
             return tensor
         kept.append(tensor)
         return torch.empty(count)
@@ -110,10 +121,11 @@ def _run_collectives(rank, world_size, shared):
     return results
 
 
+@pytest.mark.parametrize("source", ["shared_empty", "allocate_tensor"])
 @pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
-def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size):
+def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size, source):
     with DistPool(world_size, "occl") as pool:
-        shared = pool.run(_run_collectives, True)
+        shared = pool.run(_run_collectives, True, source)
         for rank, results in enumerate(shared):
             assert all(right for _, right in results.values()), results
             for op, expected in _expected_bytes(rank, world_size).items():
@@ -122,12 +134,12 @@ def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size):
         # all_reduce: each rank reads its segment from every peer and writes it back.
         assert sum(r["all_reduce"][0] for r in shared) == 2 * (world_size - 1) * BYTES
 
-        for results in pool.run(_run_collectives, False):
+        for results in pool.run(_run_collectives, False, source):
             assert results == {op: (0, True) for op in results}
 
         # Only rank 0's tensors are shared: the others copy from and into them through their
         # mappings; rank 0 copies from and into theirs through the kernel.
-        only_rank_0 = pool.run(_run_collectives, "rank 0")
+        only_rank_0 = pool.run(_run_collectives, "rank 0", source)
         assert all(right for results in only_rank_0 for _, right in results.values())
         assert all(moved == 0 for moved, _ in only_rank_0[0].values())
         for results in only_rank_0[1:]:
@@ -323,3 +335,103 @@ def test_a_rank_outside_the_group_is_refused():
     with DistPool(3, "occl") as pool:
         assert pool.run(_ask_outside_the_group) == [
             None, None, "torch_occl.shared_empty: this rank is not a member of the group"]
+
+
+def _pool_reuse(rank, world_size):
+    """How many segments the pool has made after each step (one rank alone: taking a buffer is
+    not collective), and whether each buffer held what was written into it."""
+    import torch_occl
+
+    made = torch_occl._C._pooled_segments
+    counts, right = [made()], []
+    first = _allocate_tensor(COUNT)
+    first_address = first.data_ptr()
+    first.fill_(1)
+    counts.append(made())
+    second = _allocate_tensor(COUNT)  # the first is still held: a segment of its own
+    second_address = second.data_ptr()
+    second.fill_(2)
+    right.append(bool((first == 1).all()) and second_address != first_address)
+    counts.append(made())
+    del first, second
+    again = _allocate_tensor(COUNT, dtype=torch.int32)  # the same bytes: a freed segment
+    right.append(again.data_ptr() in (first_address, second_address)
+                 and again.shape == (COUNT,) and again.dtype == torch.int32)
+    counts.append(made())
+    larger = _allocate_tensor(4 * COUNT)  # no free segment wastes little enough of itself
+    counts.append(made())
+    smaller = _allocate_tensor(COUNT // 2)  # the free one would waste half of itself
+    counts.append(made())
+    right.append(smaller.shape == (COUNT // 2,) and larger.shape == (4 * COUNT,))
+    return counts, right
+
+
+def test_allocated_buffers_come_back_to_the_pool_and_are_reused():
+    with DistPool(2, "occl") as pool:
+        for counts, right in pool.run(_pool_reuse):
+            start = counts[0]
+            assert [c - start for c in counts] == [0, 1, 2, 2, 3, 4], counts
+            assert all(right), right
+
+
+def _allocate_over_tcp(rank, world_size):
+    import torch_occl
+
+    before = torch_occl._C._pooled_segments()
+    tensor = _allocate_tensor(COUNT).fill_(rank + 1)
+    dist.broadcast(tensor, src=1)
+    return torch_occl._C._pooled_segments() - before, bool((tensor == 2).all())
+
+
+def test_allocate_tensor_gives_ordinary_tensors_where_ranks_do_not_copy_between_them():
+    with DistPool(2, "occl", env={"OCCL_TRANSPORT": "tcp"}) as pool:
+        assert pool.run(_allocate_over_tcp) == [(0, True)] * 2
+
+
+def _fsdp2_on_allocated_buffers(rank, world_size):
+    """Three FSDP2 steps with set_allocate_memory_from_process_group_for_comm(True), on occl and
+    on gloo from the same weights and batches: whether the weights agree, and on occl the pooled
+    segments made after the first and the third step and the bytes that went through mappings."""
+    from torch import nn
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    import torch_occl
+
+    weights, occl = {}, {}
+    for backend in ("occl", "gloo"):
+        group = dist.new_group(backend=backend)
+        mesh = DeviceMesh.from_group(group, "cpu")
+        torch.manual_seed(0)
+        # 1 MiB of weights per layer: each rank's shard is above the single-copy threshold.
+        model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512))
+        for layer in (model[0], model[2]):
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        for module in (model[0], model[2], model):  # each fully_shard has its own setting
+            module.set_allocate_memory_from_process_group_for_comm(True)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.manual_seed(1 + rank)
+        inputs = torch.randn(8, 512)
+        through = _through_mappings()
+        made = []
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(inputs).square().mean().backward()
+            optimizer.step()
+            made.append(torch_occl._C._pooled_segments())
+        if backend == "occl":
+            occl = {"made": (made[0], made[-1]), "through": _through_mappings() - through}
+        weights[backend] = [p.full_tensor() for p in model.parameters()]
+    same = all(torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+               for a, b in zip(weights["occl"], weights["gloo"]))
+    return same, occl
+
+
+def test_fsdp2_takes_its_buffers_from_the_pool_and_trains_as_on_gloo():
+    with DistPool(2, "occl") as pool:
+        for same, occl in pool.run(_fsdp2_on_allocated_buffers):
+            assert same
+            first, third = occl["made"]
+            assert first > 0 and third == first, occl  # steps two and three reuse step one's
+            assert occl["through"] > 0, occl

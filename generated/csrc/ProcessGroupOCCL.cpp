@@ -106,6 +106,16 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupOCCL::shrink(
       plan.survivors.rank, plan.survivors.size(), std::move(options));
 }
 
+bool ProcessGroupOCCL::supportsTensorAlloc(c10::DeviceIndex) { return true; }
+
+at::Tensor ProcessGroupOCCL::allocateTensor(long size, at::TensorOptions options) {
+  TORCH_CHECK(size >= 0, "occl.allocate_tensor: size is ", size,
+              ", expected a number of elements >= 0");
+  TORCH_CHECK(is_supported_device(options.device()), "occl.allocate_tensor: device is ",
+              options.device(), ", expected one of: ", kSupportedDevices);
+  return runtime_->allocate_tensor(size, options);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   static constexpr ::occl::kit::OpInfo kOp{"occl.broadcast", "occl:broadcast",
                                           c10d::OpType::BROADCAST};

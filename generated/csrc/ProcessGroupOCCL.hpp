@@ -67,6 +67,11 @@ class ProcessGroupOCCL : public c10d::Backend {
   // order. SHRINK_ABORT (torch's flag 1) first fails this group's ops in flight.
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
       int shrink_flags, const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) override;
+  // Buffers for the group's collectives from the runtime's allocate_tensor (FSDP2 asks for its
+  // all-gather and reduce-scatter buffers here when told to), for every device the backend
+  // accepts: a 1-D tensor of `size` elements, after checking the size and the device.
+  bool supportsTensorAlloc(c10::DeviceIndex deviceIdx) override;
+  at::Tensor allocateTensor(long size, at::TensorOptions options = {}) override;
 
   // Copies the root rank's tensor into the tensor of every other rank.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;

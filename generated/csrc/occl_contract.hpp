@@ -84,6 +84,12 @@ class Runtime : public ::occl::kit::Runtime {
   // its splits in the same order.
   virtual std::unique_ptr<Runtime> split(const ::occl::kit::Subgroup& subgroup,
                                          const Config& config) = 0;
+
+  // A 1-D tensor of `numel` (>= 0) elements with `options`, on a device the backend accepts,
+  // for the group's collectives (capability supportsTensorAlloc): c10d's allocateTensor, which
+  // FSDP2 calls for its all-gather and reduce-scatter buffers on every step. Any thread may
+  // call it, and free what it returns.
+  virtual at::Tensor allocate_tensor(int64_t numel, const at::TensorOptions& options) = 0;
 };
 
 // Connects to every other rank of the group through `store` before it returns.

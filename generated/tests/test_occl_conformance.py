@@ -67,6 +67,10 @@ def test_split_group_forms_subgroups_that_work(conformance):
     conformance.check_split()
 
 
+def test_collectives_on_allocated_buffers_give_the_reference_results(conformance):
+    conformance.check_tensor_alloc()
+
+
 def test_shrink_group_after_a_rank_dies_in_a_collective(conformance):
     conformance.check_shrink()
 

@@ -42,6 +42,28 @@ def test_backend_name_and_capabilities():
     assert backend.supports_shrinking is True
 
 
+def test_allocate_tensor_gives_a_tensor_of_the_size_dtype_and_device_asked():
+    backend = make_backend()
+    cpu = torch.device("cpu")
+    assert backend.supports_tensor_alloc(cpu) is True
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        tensor = backend.allocate_tensor(6, dtype=dtype, device=cpu)
+        assert (tensor.shape, tensor.dtype, tensor.device) == ((6,), dtype, cpu)
+        tensor.copy_(make_tensor().flatten())
+        work = backend.allreduce([tensor])
+        assert work.wait()
+        torch.testing.assert_close(tensor, make_tensor().flatten().to(dtype))
+    assert backend.allocate_tensor(0, dtype=torch.float32, device=cpu).shape == (0,)
+
+
+def test_allocate_tensor_refuses_a_negative_size_and_a_foreign_device():
+    backend = make_backend()
+    with pytest.raises(RuntimeError, match=r"^occl\.allocate_tensor: size is -1, expected a number of elements >= 0"):
+        backend.allocate_tensor(-1, dtype=torch.float32, device=torch.device("cpu"))
+    with pytest.raises(RuntimeError, match=r"^occl\.allocate_tensor: device is meta, expected one of: cpu, occldev"):
+        backend.allocate_tensor(4, dtype=torch.float32, device=torch.device("meta"))
+
+
 def test_option_defaults():
     options = Backend.Options()
     assert options.bind_address == '127.0.0.1'

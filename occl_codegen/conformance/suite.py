@@ -294,6 +294,44 @@ def split_and_reduce(rank: int, world_size: int, dtype: str) -> list[str]:
     return problems
 
 
+def collect_into_allocated(rank: int, world_size: int, dtype: str) -> list[str]:
+    """What FSDP2 does with the backend's buffers: an all_gather_into_tensor whose input is this
+    rank's block of its allocated output, and a reduce_scatter_tensor from one allocated buffer
+    into another, 512 KiB per rank (large enough for a backend's copies between ranks). What went
+    wrong, in words."""
+    import torch
+    import torch.distributed as dist
+
+    cpu = torch.device("cpu")
+    backend = dist.group.WORLD._get_backend(cpu)
+    if not backend.supports_tensor_alloc(cpu):
+        return [f"supports_tensor_alloc({cpu}) is False"]
+    torch_dtype = getattr(torch, dtype)
+    count = (512 << 10) // torch.empty((), dtype=torch_dtype).element_size()
+    block = torch.arange(count, dtype=torch_dtype)
+
+    def allocate(numel):
+        return backend.allocate_tensor(numel, dtype=torch_dtype, device=cpu)
+
+    problems = []
+    gathered = allocate(world_size * count)
+    gathered.narrow(0, rank * count, count).copy_(block + rank)
+    dist.all_gather_into_tensor(gathered, gathered.narrow(0, rank * count, count))
+    all_blocks = torch.cat([block + r for r in range(world_size)])
+    if not torch.equal(gathered, all_blocks):
+        problems.append("all_gather_into_tensor into an allocated buffer gave a wrong result")
+    # Buffers of the same size while `gathered` is held: none may share its memory.
+    scattered, whole = allocate(count), allocate(world_size * count)
+    whole.copy_(torch.arange(world_size * count, dtype=torch_dtype) + rank)
+    dist.reduce_scatter_tensor(scattered, whole)
+    expected = world_size * (block + rank * count) + sum(range(world_size))
+    if not torch.equal(scattered, expected):
+        problems.append("reduce_scatter_tensor between allocated buffers gave a wrong result")
+    if not torch.equal(gathered, all_blocks):
+        problems.append("a buffer still held changed when another was allocated and written")
+    return problems
+
+
 def die_or_shrink(rank: int, world_size: int, dtype: str) -> list[str]:
     """The last rank is SIGKILLed with an all_reduce in flight; the others see that all_reduce
     fail, shrink the group without it (dist.shrink_group) and all-reduce on what it returns.
@@ -485,7 +523,7 @@ class Conformance:
         if way is None:
             needs = " or ".join("+".join(needs) for needs, _ in MISMATCH_WAYS[kind])
             pytest.skip(f"the spec declares no op to call with mismatched {kind} ({needs})")
-        dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
+        dtype = self._reduce_dtype()
         try:
             seen = self._on_a_fresh_group(MISMATCH_GROUP_TIMEOUT, MISMATCH_LIMIT,
                                           call_mismatched, way, dtype)
@@ -555,13 +593,27 @@ class Conformance:
         world_size = self.launched_size or MAX_WORLD_SIZE
         if world_size < 3:
             pytest.skip(f"the launcher started {world_size} ranks; a split needs 3")
-        dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
+        dtype = self._reduce_dtype()
         results = self.ranks.call(world_size, split_and_reduce, dtype)
         problems = [f"rank {rank}: {problem}" for rank, rank_problems in enumerate(results)
                     for problem in rank_problems]
         if problems:
             self.ranks.restart(world_size)
             pytest.fail(f"split_group on {self.target.backend}:\n" + "\n".join(problems),
+                        pytrace=False)
+
+    def check_tensor_alloc(self) -> None:
+        """The spec declares supportsTensorAlloc: collectives on the buffers allocate_tensor
+        gives, as FSDP2 runs them, give the reference results on every rank."""
+        if not self.target.is_spec_backend:
+            pytest.skip(f"{self.target.backend} is not the spec's backend")
+        dtype = self._reduce_dtype()
+        world_size = self.launched_size or 3
+        results = self.ranks.call(world_size, collect_into_allocated, dtype)
+        problems = [f"rank {rank}: {problem}" for rank, rank_problems in enumerate(results)
+                    for problem in rank_problems]
+        if problems:
+            pytest.fail(f"allocate_tensor on {self.target.backend}:\n" + "\n".join(problems),
                         pytrace=False)
 
     def check_shrink(self) -> None:
@@ -571,7 +623,7 @@ class Conformance:
             pytest.skip(f"{self.target.backend} is not the spec's backend")
         if self.launched_size is not None:
             pytest.skip("a launcher takes a killed rank for the job's failure")
-        dtype = "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
+        dtype = self._reduce_dtype()
         pool = self.ranks.pool(3, GROUP_TIMEOUT)
         replies = pool.run_tolerating_deaths(die_or_shrink, dtype, timeout=GROUP_TIMEOUT + 30)
         problems = []
@@ -586,6 +638,10 @@ class Conformance:
         if problems:
             pytest.fail(f"shrink_group on {self.target.backend}:\n" + "\n".join(problems),
                         pytrace=False)
+
+    def _reduce_dtype(self) -> str:
+        """The dtype the checks beyond the cases reduce: float32, or int64 where it is not."""
+        return "float32" if "float32" in self.target.declaration.reduce_dtypes else "int64"
 
     def _on_a_fresh_group(self, group_timeout: float, limit: float, function, *args):
         """Every rank's result of `function(rank, world_size, *args)` on a group of two ranks

@@ -260,7 +260,7 @@ BROKEN_SPECS = {
         "    supportsShrinking: true\n",
         "    supportsMagic: false\n",
         "spec.yaml:13: backend.capabilities: unknown key 'supportsMagic' (expected one of: supportsCoalescing, "
-        "supportsShrinking, supportsSplitting, supportsTimeEstimation)",
+        "supportsShrinking, supportsSplitting, supportsTensorAlloc, supportsTimeEstimation)",
     ),
     "capability not a bool": (
         "    supportsCoalescing: true\n",

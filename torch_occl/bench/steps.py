@@ -1,6 +1,6 @@
 """Training and inference steps on occl and gloo, in the same processes, alternating rounds:
 
-    python -m torch_occl.bench.steps [--world-size 2] [--steps 10] [--rounds 5]
+    python -m torch_occl.bench.steps [--world-size 2] [--steps 10] [--rounds 5] [--fsdp2-width 2048]
 
 - ddp: DDP on an MLP of 8 Linear(256, 256) layers in 256 KB buckets (8 allreduces of 257 KB per
   backward, overlapped with it through DDP's comm hooks), batch 32;
@@ -10,8 +10,14 @@
 - pp: pipeline parallelism (torch.distributed.pipelining, 1F1B), one stage of two Linear(256, 256)
   layers per rank, 8 microbatches of 8: activations and gradients of 8 KiB go from stage to stage
   by send/recv (run it with --world-size 4 for four stages).
+- fsdp2: FSDP2 (fully_shard per layer) on 12 Linear(W, W) layers (W = --fsdp2-width, 2048 by
+  default: 201 MB of float32 weights), AdamW, batch 16 per rank: per step an all_gather of every
+  layer in the forward and again in the backward, and a reduce_scatter of its gradients. Run
+  three ways: on gloo, on occl, and on occl with its own buffers ("occl-buffers":
+  set_allocate_memory_from_process_group_for_comm(True), so that FSDP2 takes its all-gather and
+  reduce-scatter buffers from occl's allocate_tensor, pooled shared memory).
 
-Every model starts from the same weights and sees the same inputs on both backends; after the
+Every model starts from the same weights and sees the same inputs on every backend; after the
 run each model's weights on occl must equal gloo's (allclose), or the run fails.
 """
 
@@ -30,8 +36,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-WORKLOADS = ("ddp", "tp-decode", "tp-train", "pp")
-BACKENDS = ("occl", "gloo")
+WORKLOADS = ("ddp", "tp-decode", "tp-train", "pp", "fsdp2")
+# How each workload runs, measured side by side: (label, backend, FSDP2 buffers from the backend).
+VARIANTS = {name: (("occl", "occl", False), ("gloo", "gloo", False)) for name in WORKLOADS}
+VARIANTS["fsdp2"] = (("occl", "occl", False), ("occl-buffers", "occl", True),
+                     ("gloo", "gloo", False))
 
 
 class _Mlp(nn.Module):
@@ -47,9 +56,24 @@ class _Mlp(nn.Module):
 class _Workload:
     """One model on one backend's group: `step()` runs one step."""
 
-    def __init__(self, name: str, group, rank: int):
+    def __init__(self, name: str, group, rank: int, fsdp2_width: int, own_buffers: bool):
         torch.manual_seed(0)
         self.name = name
+        if name == "fsdp2":
+            from torch.distributed.device_mesh import DeviceMesh
+            from torch.distributed.fsdp import fully_shard
+
+            mesh = DeviceMesh.from_group(group, "cpu")
+            self.model = nn.Sequential(*[nn.Linear(fsdp2_width, fsdp2_width) for _ in range(12)])
+            for layer in self.model:
+                fully_shard(layer, mesh=mesh)
+            fully_shard(self.model, mesh=mesh)
+            for module in (*self.model, self.model):  # each fully_shard has its own setting
+                module.set_allocate_memory_from_process_group_for_comm(own_buffers)
+            torch.manual_seed(1 + rank)  # each rank its own batch
+            self.inputs = torch.randn(16, fsdp2_width)
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+            return
         if name == "ddp":
             from torch.nn.parallel import DistributedDataParallel
 
@@ -119,7 +143,8 @@ def _run(rank: int, world_size: int, init: str, args, results: dict) -> None:
               "gloo": dist.new_group(backend="gloo")}
     rows = []
     for name in args.workloads:
-        models = {backend: _Workload(name, group, rank) for backend, group in groups.items()}
+        models = {label: _Workload(name, groups[backend], rank, args.fsdp2_width, own_buffers)
+                  for label, backend, own_buffers in VARIANTS[name]}
         for model in models.values():  # warm up
             model.step()
         times = {backend: [] for backend in models}
@@ -130,8 +155,10 @@ def _run(rank: int, world_size: int, init: str, args, results: dict) -> None:
                 for _ in range(args.steps):
                     model.step()
                 times[backend].append((time.perf_counter() - start) / args.steps)
+        reference = models["gloo"].weights()
         same = all(torch.allclose(a, b, rtol=1e-4, atol=1e-6)
-                   for a, b in zip(models["occl"].weights(), models["gloo"].weights()))
+                   for label, model in models.items() if label != "gloo"
+                   for a, b in zip(model.weights(), reference))
         agree = torch.tensor([int(same)])  # every rank's weights (a pipeline stage's are its own)
         dist.all_reduce(agree, op=dist.ReduceOp.MIN, group=groups["gloo"])
         same = bool(agree.item())
@@ -140,9 +167,10 @@ def _run(rank: int, world_size: int, init: str, args, results: dict) -> None:
                                                                for b, t in times.items()},
                      "same_weights": same})
         if rank == 0:
-            print(f"{name:>10} occl {ms['occl']:8.3f} ms  gloo {ms['gloo']:8.3f} ms  "
-                  f"gloo/occl {ms['gloo'] / ms['occl']:5.2f}x  weights "
-                  f"{'equal' if same else 'DIFFER'}", flush=True)
+            print(f"{name:>10} " + "  ".join(
+                f"{label} {ms[label]:8.3f} ms" + (f" (gloo/{label} {ms['gloo'] / ms[label]:.2f}x)"
+                                                 if label != "gloo" else "")
+                for label in models) + f"  weights {'equal' if same else 'DIFFER'}", flush=True)
     if rank == 0:
         results["rows"] = rows
     dist.destroy_process_group()
@@ -170,6 +198,8 @@ def main(argv=None) -> list[dict]:
                        help="steps per round (default: %(default)s)")
     parse.add_argument("--rounds", type=int, default=5,
                        help="rounds per backend, alternating (default: %(default)s)")
+    parse.add_argument("--fsdp2-width", type=int, default=2048,
+                       help="the fsdp2 workload's layer width (default: %(default)s)")
     args = parse.parse_args(argv)
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in args.workloads if w not in WORKLOADS]

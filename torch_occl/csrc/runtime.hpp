@@ -30,6 +30,10 @@ class MeshRuntime final : public Runtime {
 
   // A subgroup formed on this group's links (transport/subgroup.hpp), without the store.
   std::unique_ptr<Runtime> split(const kit::Subgroup& subgroup, const Config& config) override;
+  // Where the group copies straight between its ranks, a buffer in pooled shared memory
+  // (transport/segment_pool.hpp), which those copies reach with memcpy; elsewhere an ordinary
+  // tensor (shared_tensors.cpp).
+  at::Tensor allocate_tensor(int64_t numel, const at::TensorOptions& options) override;
 
   // ---- The kit's hooks ----------------------------------------------------------------------
   void exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,

@@ -9,13 +9,23 @@ namespace occl::transport {
 
 Region region_of(const void* data, size_t bytes) {
   const SegmentPlace place = find_own_segment(data, bytes);
-  return {reinterpret_cast<uint64_t>(data), bytes, process_token(), place.serial, place.offset};
+  return {reinterpret_cast<uint64_t>(data), bytes, process_token(), place.serial, place.offset,
+          place.segment_bytes, place.fd};
 }
 
 PeerBuffer::PeerBuffer(const PeerMemory* memory, int peer, const Region& region)
     : memory_(memory), peer_(peer), region_(region) {
   if (region.serial == 0) return;
-  mapping_ = find_peer_segment(region.token, region.serial);
+  if (region.fd < 0) {
+    mapping_ = find_peer_segment(region.token, region.serial);
+  } else {
+    try {
+      mapping_ = map_peer_segment(memory->pid(peer), region.token, region.serial,
+                                  static_cast<int>(region.fd), region.segment_bytes);
+    } catch (const TransportError&) {
+      // The cross-memory copy reaches the same bytes, only slower.
+    }
+  }
   if (mapping_ && region.offset + region.bytes > mapping_->bytes) mapping_ = nullptr;
 }
 

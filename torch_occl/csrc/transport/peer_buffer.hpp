@@ -1,6 +1,6 @@
 // A buffer in another rank's memory, as the single-copy algorithms and lent messages reach it:
 // through this rank's mapping of the peer's shared segment (shared_segments.hpp) with memcpy
-// when the buffer lies in one, otherwise with the kernel's cross-memory copy (peer_memory.hpp).
+// when the buffer lies in one (a pooled segment is mapped here on first use), otherwise with the kernel's cross-memory copy (peer_memory.hpp).
 // The path is chosen per buffer, so buffers of both kinds can meet in one collective.
 #pragma once
 
@@ -22,6 +22,10 @@ struct Region {
   uint64_t token;
   uint64_t serial;
   uint64_t offset;
+  // For a pooled segment, which a peer maps on first use: its size and its creator's fd (-1
+  // for the others, which the peers mapped as they were allocated).
+  uint64_t segment_bytes;
+  int64_t fd;
 };
 
 // This process's buffer, as a Region.

@@ -18,6 +18,7 @@ namespace {
 struct OwnSegment {
   uint64_t serial;
   std::shared_ptr<const Mapping> mapping;
+  int fd;  // open for the peers to map, or -1
 };
 
 // Every segment this process maps: its own by base address, its peers' by (token, serial).
@@ -57,13 +58,25 @@ uint64_t process_token() {
   return token;
 }
 
+uint64_t register_own_segment(std::shared_ptr<const Mapping> mapping, int fd) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const uint64_t serial = ++r.last_serial;
+  const uintptr_t base = address(mapping->base);
+  r.own[base] = {serial, std::move(mapping), fd};
+  return serial;
+}
+
+void forget_own_segment(const Mapping& mapping) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.own.erase(address(mapping.base));
+}
+
 SharedAllocation::SharedAllocation(size_t bytes) : fd_(create_memfd(bytes)) {
   try {
     own_ = hold(map_memfd(fd_, bytes));
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    serial_ = ++r.last_serial;
-    r.own[address(own_->base)] = {serial_, own_};
+    serial_ = register_own_segment(own_, /*fd=*/-1);
   } catch (...) {
     ::close(fd_);
     throw;
@@ -72,9 +85,9 @@ SharedAllocation::SharedAllocation(size_t bytes) : fd_(create_memfd(bytes)) {
 
 SharedAllocation::~SharedAllocation() {
   close_fd();
+  forget_own_segment(*own_);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.own.erase(address(own_->base));
   for (const auto& key : peers_) r.peers.erase(key);
 }
 
@@ -103,7 +116,7 @@ SegmentPlace find_own_segment(const void* data, size_t bytes) {
   if (after == r.own.begin()) return {};
   const auto& [base, segment] = *std::prev(after);
   if (begin - base + bytes > segment.mapping->bytes) return {};
-  return {segment.serial, begin - base};
+  return {segment.serial, begin - base, segment.mapping->bytes, segment.fd};
 }
 
 std::shared_ptr<const Mapping> find_peer_segment(uint64_t token, uint64_t serial) {
@@ -111,6 +124,16 @@ std::shared_ptr<const Mapping> find_peer_segment(uint64_t token, uint64_t serial
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.peers.find({token, serial});
   return it == r.peers.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const Mapping> map_peer_segment(pid_t pid, uint64_t token, uint64_t serial,
+                                                int fd, size_t bytes) {
+  if (auto mapped = find_peer_segment(token, serial)) return mapped;
+  auto mapping = hold(map_peer_memfd(pid, fd, bytes));  // outside the lock: it may take long
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  // Another thread may have mapped it meanwhile: keep the first mapping, unmap this one.
+  return r.peers.emplace(std::make_pair(token, serial), std::move(mapping)).first->second;
 }
 
 void count_bytes_through_segments(size_t bytes) {

@@ -5,6 +5,9 @@
 // every page it touches (a 64 MiB broadcast between two ranks: 4.0–4.5 ms against 6.4–7.8 ms
 // in a C test, docs/PERFORMANCE.md).
 //
+// Segments of the pool (segment_pool.hpp) need no such exchange: their creator keeps their fd
+// open, and a peer maps one the first time a copy meets it (map_peer_segment).
+//
 // A segment is named by its creator's token (64 random bits drawn once per process, so that a
 // pid reused by a later process never names an old segment) and a serial number the creator
 // never reuses.
@@ -53,17 +56,29 @@ class SharedAllocation {
   std::vector<std::pair<uint64_t, uint64_t>> peers_;  // (token, serial) map_peer() registered
 };
 
-// Where a buffer of this process lies: in its segment `serial` (0: in none), `offset` bytes
-// from the segment's start.
+// Registers `mapping` as a segment of this process, which a peer may map through `fd` (-1: the
+// peers map it before any copy, as SharedAllocation's). Returns its serial.
+uint64_t register_own_segment(std::shared_ptr<const Mapping> mapping, int fd);
+void forget_own_segment(const Mapping& mapping);
+
+// Where a buffer of this process lies: in its segment `serial` (0: in none) of
+// `segment_bytes`, `offset` bytes from the segment's start; `fd` as registered.
 struct SegmentPlace {
   uint64_t serial = 0;
   uint64_t offset = 0;
+  uint64_t segment_bytes = 0;
+  int fd = -1;
 };
 SegmentPlace find_own_segment(const void* data, size_t bytes);
 
 // This process's mapping of segment (`token`, `serial`), or nullptr when it maps none; the
 // pointer keeps the mapping while a copy uses it.
 std::shared_ptr<const Mapping> find_peer_segment(uint64_t token, uint64_t serial);
+// The same, mapping the segment first when this process maps none and its creator `pid` keeps
+// it open as `fd` (>= 0), `bytes` long. The mapping stays until this process exits: pooled
+// segments are never freed (segment_pool.hpp). Throws TransportError when it cannot be mapped.
+std::shared_ptr<const Mapping> map_peer_segment(pid_t pid, uint64_t token, uint64_t serial,
+                                                int fd, size_t bytes);
 
 // Bytes copied through the mappings of peers' segments, by single copies and lent messages:
 // the tests read it to tell that the fast path ran.
