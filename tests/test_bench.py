@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 REPO = Path(__file__).resolve().parent.parent
 ROW_OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
-           "all_to_all_single", "barrier", "send_recv", "ping_pong")
+           "all_to_all_single", "all_to_all", "barrier", "send_recv", "ping_pong")
 
 
 def _environment(tmp_path: Path, hidden: tuple[str, ...] = ("deepspeed",)) -> dict:

@@ -473,6 +473,24 @@ def test_alltoall_mixes_single_copy_and_rings(dist_pool, backend, world_size, co
     run_and_assert_no_failures(pool, WORKERS[collective], collective, backend)
 
 
+def _all_to_all_in_place(rank, world_size):
+    """all_to_all whose output list is its input list: every tensor is sent and then overwritten
+    (the sends read the inputs where they lie, so they must first be set apart). Whether each
+    tensor ends with what its sender meant for this rank."""
+    count = 1 << 17  # 512 KiB of float32 per peer: copied straight across on one host
+    sent = [[torch.arange(count, dtype=torch.float32) + 1000 * s + d for d in range(world_size)]
+            for s in range(world_size)]
+    tensors = [t.clone() for t in sent[rank]]
+    dist.all_to_all(tensors, tensors)
+    return [torch.equal(tensors[s], sent[s][rank]) for s in range(world_size)]
+
+
+@pytest.mark.parametrize("world_size", [2, 3], ids=lambda n: f"ws{n}")
+def test_all_to_all_whose_outputs_are_its_inputs(dist_pool, backend, world_size):
+    pool = dist_pool(world_size)
+    assert pool.run(_all_to_all_in_place) == [[True] * world_size] * world_size
+
+
 # ---------------------------------------------------------------------------------------------
 # Async forms, futures, and mixing with the minimal tier
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ OPS = (
     "reduce_scatter_tensor",
     "broadcast",
     "all_to_all_single",
+    "all_to_all",  # the list form: one tensor per peer each way
     "barrier",
     "send_recv",
     "ping_pong",  # a round trip between ranks 0 and 1: one way takes half its time
@@ -70,7 +71,8 @@ def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 def bus_factor(op: str, n: int) -> float:
     if op == "all_reduce":
         return 2 * (n - 1) / n
-    if op in ("all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single"):
+    if op in ("all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
+              "all_to_all"):
         return (n - 1) / n
     return 1.0
 
@@ -136,6 +138,11 @@ class Case:
             self.data = empty(per * n, dtype=dtype).fill_(fill)
             self.out = empty(per * n, dtype=dtype)
             self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(per)
+        elif op == "all_to_all":
+            per = max(count // n, 1)
+            self.data = [empty(per, dtype=dtype).fill_(fill) for _ in range(n)]
+            self.out = [empty(per, dtype=dtype) for _ in range(n)]
+            self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(per)
         elif op == "send_recv":
             self.data = empty(count, dtype=dtype).fill_(fill)
             self.expected = torch.full((count,), 1.0, dtype=dtype)
@@ -167,10 +174,13 @@ class Case:
             self.formed.clear()
 
     def input_bytes(self) -> int:
-        return 0 if self.data is None else self.data.numel() * self.data.element_size()
+        inputs = self.data if isinstance(self.data, list) else [self.data]
+        return sum(t.numel() * t.element_size() for t in inputs if t is not None)
 
     def run(self, group) -> None:
-        if self.fresh and self.data is not None:
+        if self.fresh and isinstance(self.data, list):
+            self.data = [torch.empty_like(t).fill_(self.fill) for t in self.data]
+        elif self.fresh and self.data is not None:
             self.data = torch.empty_like(self.data).fill_(self.fill)
         if self.op == "ping_pong":
             self._ping_pong(group, async_op=self.call == "async")
@@ -227,6 +237,8 @@ class Case:
             return dist.broadcast(self.data, src=0, group=group, async_op=async_op)
         if op == "all_to_all_single":
             return dist.all_to_all_single(self.out, self.data, group=group, async_op=async_op)
+        if op == "all_to_all":
+            return dist.all_to_all(self.out, self.data, group=group, async_op=async_op)
         if op == "send_recv":
             # Rank 0 sends to rank 1; both time the pair. Other ranks idle.
             if self.rank == 0:
@@ -264,6 +276,8 @@ class Case:
             return self.data if self.rank == 1 else None
         if self.op == "ping_pong":
             return {0: self.out, 1: self.data}.get(self.rank)
+        if self.op == "all_to_all":
+            return torch.cat(self.out)
         return getattr(self, "out", None)
 
     def wrong(self) -> int:

@@ -223,26 +223,24 @@ void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, siz
   mesh.exchange(sends, {}, deadline);
 }
 
-void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
-              const std::vector<Slice>& recv_slices, Deadline deadline) {
+void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
+              const std::vector<transport::RecvOp>& receives, Deadline deadline) {
   const int r = mesh.rank();
-  if (send_slices[r].bytes != recv_slices[r].bytes) {
+  if (sends[r].bytes != receives[r].bytes) {
     throw std::invalid_argument("alltoall: this rank sends itself " +
-                                std::to_string(send_slices[r].bytes) + " bytes but expects " +
-                                std::to_string(recv_slices[r].bytes));
+                                std::to_string(sends[r].bytes) + " bytes but expects " +
+                                std::to_string(receives[r].bytes));
   }
-  if (mesh.peer_memory()) {
-    return single_copy::alltoall(mesh, send, send_slices, recv, recv_slices, deadline);
-  }
-  std::memcpy(recv + recv_slices[r].offset, send + send_slices[r].offset, send_slices[r].bytes);
-  std::vector<transport::SendOp> sends;
-  std::vector<transport::RecvOp> recvs;
+  if (mesh.peer_memory()) return single_copy::alltoall(mesh, sends, receives, deadline);
+  std::memcpy(receives[r].data, sends[r].data, sends[r].bytes);
+  std::vector<transport::SendOp> to_peers;
+  std::vector<transport::RecvOp> from_peers;
   for (int peer = 0; peer < mesh.size(); ++peer) {
     if (peer == r) continue;
-    sends.push_back({peer, send + send_slices[peer].offset, send_slices[peer].bytes});
-    recvs.push_back({peer, recv + recv_slices[peer].offset, recv_slices[peer].bytes});
+    to_peers.push_back(sends[peer]);
+    from_peers.push_back(receives[peer]);
   }
-  mesh.exchange(sends, recvs, deadline);
+  mesh.exchange(to_peers, from_peers, deadline);
 }
 
 void barrier(Mesh& mesh, Deadline deadline) {

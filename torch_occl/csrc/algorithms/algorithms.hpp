@@ -72,15 +72,10 @@ void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size
 void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, size_t bytes,
              int root, Deadline deadline);
 
-// A region of a buffer: where the bytes for (or from) one rank are.
-struct Slice {
-  size_t offset;
-  size_t bytes;
-};
-
-// Rank r sends send[send_slices[j]] to rank j and receives rank j's slice for r into
-// recv[recv_slices[j]]; its own slice is copied.
-void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
-              const std::vector<Slice>& recv_slices, Deadline deadline);
+// Rank r sends sends[j] to rank j and receives rank j's bytes for it into receives[j], for
+// every rank j (entry j names peer j); its own bytes are copied. The bytes may lie anywhere:
+// one buffer cut into slices (all_to_all_single) or a tensor per peer (all_to_all).
+void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
+              const std::vector<transport::RecvOp>& receives, Deadline deadline);
 
 }  // namespace occl::algorithms

@@ -149,55 +149,55 @@ void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline
   barrier(mesh, deadline);
 }
 
-void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
-              const std::vector<Slice>& recv_slices, Deadline deadline) {
+void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
+              const std::vector<transport::RecvOp>& receives, Deadline deadline) {
   // Decided pair by pair from the size of the slice, which both ends of a pair know: a large
   // slice stays where it is and its receiver copies it out, a small one travels through the mesh
   // in the same exchange that tells the receivers of large ones where to find them.
   const size_t single_copy_min = Tuning::get().single_copy_min_bytes;
-  auto large = [&](const Slice& slice) { return slice.bytes >= single_copy_min; };
+  auto large = [&](size_t bytes) { return bytes >= single_copy_min; };
   const int r = mesh.rank();
-  std::memcpy(recv + recv_slices[r].offset, send + send_slices[r].offset, send_slices[r].bytes);
+  std::memcpy(receives[r].data, sends[r].data, sends[r].bytes);
   std::vector<Region> outgoing(mesh.size());
   std::vector<Region> incoming(mesh.size());
-  std::vector<transport::SendOp> sends;
-  std::vector<transport::RecvOp> recvs;
+  std::vector<transport::SendOp> to_peers;
+  std::vector<transport::RecvOp> from_peers;
   for (int peer : peers_from(mesh)) {
-    const Slice& out = send_slices[peer];
-    const Slice& in = recv_slices[peer];
-    if (large(out)) {
-      outgoing[peer] = region_of(send + out.offset, out.bytes);
-      sends.push_back({peer, &outgoing[peer], sizeof(Region)});
+    const transport::SendOp& out = sends[peer];
+    const transport::RecvOp& in = receives[peer];
+    if (large(out.bytes)) {
+      outgoing[peer] = region_of(out.data, out.bytes);
+      to_peers.push_back({peer, &outgoing[peer], sizeof(Region)});
     } else {
-      sends.push_back({peer, send + out.offset, out.bytes});
+      to_peers.push_back(out);
     }
-    if (large(in)) {
-      recvs.push_back({peer, &incoming[peer], sizeof(Region)});
+    if (large(in.bytes)) {
+      from_peers.push_back({peer, &incoming[peer], sizeof(Region)});
     } else {
-      recvs.push_back({peer, recv + in.offset, in.bytes});
+      from_peers.push_back(in);
     }
   }
-  mesh.exchange(sends, recvs, deadline);
+  mesh.exchange(to_peers, from_peers, deadline);
 
   // Copy the large slices out, then tell their senders that their buffers are free again.
   std::string mismatch;
   std::vector<transport::SendOp> copied;
   std::vector<transport::RecvOp> released;
   for (int peer : peers_from(mesh)) {
-    if (large(send_slices[peer])) released.push_back({peer, nullptr, 0});
-    if (!large(recv_slices[peer])) continue;
+    if (large(sends[peer].bytes)) released.push_back({peer, nullptr, 0});
+    if (!large(receives[peer].bytes)) continue;
     copied.push_back({peer, nullptr, 0});  // also after a mismatch: the sender waits for it
-    if (incoming[peer].bytes != recv_slices[peer].bytes) {
+    if (incoming[peer].bytes != receives[peer].bytes) {
       if (mismatch.empty()) {
         mismatch = "rank " + std::to_string(peer) + " sends " +
                    std::to_string(incoming[peer].bytes) + " bytes to rank " + std::to_string(r) +
-                   ", which expects " + std::to_string(recv_slices[peer].bytes) +
+                   ", which expects " + std::to_string(receives[peer].bytes) +
                    " bytes (do the ranks agree on the split sizes?)";
       }
       continue;
     }
     PeerBuffer(mesh.peer_memory(), peer, incoming[peer])
-        .read(0, recv + recv_slices[peer].offset, recv_slices[peer].bytes);
+        .read(0, receives[peer].data, receives[peer].bytes);
   }
   if (!copied.empty() || !released.empty()) mesh.exchange(copied, released, deadline);
   // Every rank sent and received the same messages: the links are in step, the group usable.

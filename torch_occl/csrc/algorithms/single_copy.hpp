@@ -27,7 +27,7 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
                     Reduction reduction, Deadline deadline);
 void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline);
 void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline);
-void alltoall(Mesh& mesh, const char* send, const std::vector<Slice>& send_slices, char* recv,
-              const std::vector<Slice>& recv_slices, Deadline deadline);
+void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
+              const std::vector<transport::RecvOp>& receives, Deadline deadline);
 
 }  // namespace occl::algorithms::single_copy

@@ -20,6 +20,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace occl::runtime {
@@ -97,12 +98,14 @@ void allreduce_copy(Call& ctx, const std::vector<at::Tensor>& tensors, const c10
   copy_back(flat, tensors);
 }
 
-std::vector<algorithms::Slice> slices_of(const std::vector<int64_t>& rows, size_t row_bytes) {
-  std::vector<algorithms::Slice> slices;
-  size_t offset = 0;
-  for (int64_t count : rows) {
-    slices.push_back({offset, static_cast<size_t>(count) * row_bytes});
-    offset += slices.back().bytes;
+// `data` cut into consecutive slices of rows[j] rows for each rank j: the SendOps or RecvOps
+// (`Op`) of an alltoall.
+template <typename Op, typename Byte>
+std::vector<Op> slices_of(Byte* data, const std::vector<int64_t>& rows, size_t row_bytes) {
+  std::vector<Op> slices;
+  for (int peer = 0; peer < static_cast<int>(rows.size()); ++peer) {
+    slices.push_back({peer, data, static_cast<size_t>(rows[peer]) * row_bytes});
+    data += slices.back().bytes;
   }
   return slices;
 }
@@ -365,36 +368,47 @@ void MeshRuntime::alltoall_base(kit::OpContext& op, const at::Tensor& output_ten
                    const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
                    const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
-  // Split sizes may differ from rank to rank; what each pair exchanges must agree.
-  auto sends = slices_of(kit::rows_per_rank(input_split_sizes, input_tensor, ctx.size),
-                         kit::row_bytes_of(input_tensor));
-  auto receives = slices_of(kit::rows_per_rank(output_split_sizes, output_tensor, ctx.size),
-                            kit::row_bytes_of(output_tensor));
   // An output that shares memory with the input would overwrite slices not yet sent.
   at::Tensor input = output_tensor.is_alias_of(input_tensor) ? input_tensor.clone(at::MemoryFormat::Contiguous)
                                                              : input_tensor.contiguous();
   Staged output(output_tensor);
-  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(input)), sends,
-                       static_cast<char*>(data_of(output.buffer())), receives, ctx.deadline);
+  // Split sizes may differ from rank to rank; what each pair exchanges must agree.
+  algorithms::alltoall(
+      ctx.mesh,
+      slices_of<transport::SendOp>(static_cast<const char*>(data_of(input)),
+                                   kit::rows_per_rank(input_split_sizes, input_tensor, ctx.size),
+                                   kit::row_bytes_of(input_tensor)),
+      slices_of<transport::RecvOp>(static_cast<char*>(data_of(output.buffer())),
+                                   kit::rows_per_rank(output_split_sizes, output_tensor, ctx.size),
+                                   kit::row_bytes_of(output_tensor)),
+      ctx.deadline);
   output.commit();
 }
 
 void MeshRuntime::alltoall(kit::OpContext& op, const std::vector<at::Tensor>& output_tensors,
               const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions&) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
-  // Every peer's tensor travels as a slice of one flat buffer each way. Tensor sizes may differ
-  // from rank to rank; what each pair exchanges must agree.
-  auto flat_slices = [](const std::vector<at::Tensor>& tensors) {
-    return slices_of(kit::numels_of(tensors), tensors[0].element_size());
-  };
-  auto sends = flat_slices(input_tensors), receives = flat_slices(output_tensors);
-  std::vector<at::Tensor> flattened;
-  for (const auto& t : input_tensors) flattened.push_back(t.reshape({-1}));
-  at::Tensor send = at::cat(flattened);
-  at::Tensor recv = at::empty({kit::total_numel(output_tensors)}, output_tensors[0].options());
-  algorithms::alltoall(ctx.mesh, static_cast<const char*>(data_of(send)), sends,
-                       static_cast<char*>(data_of(recv)), receives, ctx.deadline);
-  copy_back(recv, output_tensors);
+  // Each tensor is sent from, or received into, where it lies (a contiguous copy of one that is
+  // not contiguous). Tensor sizes may differ from rank to rank; what each pair exchanges must
+  // agree. An output that shares memory with an input would overwrite bytes not yet sent.
+  const bool overlapping = std::any_of(
+      output_tensors.begin(), output_tensors.end(), [&](const at::Tensor& output) {
+        return std::any_of(input_tensors.begin(), input_tensors.end(),
+                           [&](const at::Tensor& input) { return output.is_alias_of(input); });
+      });
+  std::vector<at::Tensor> inputs;
+  for (const auto& t : input_tensors) {
+    inputs.push_back(overlapping ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous());
+  }
+  std::vector<Staged> outputs(output_tensors.begin(), output_tensors.end());
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> receives;
+  for (int peer = 0; peer < ctx.size; ++peer) {
+    sends.push_back({peer, data_of(inputs[peer]), bytes_of(inputs[peer])});
+    receives.push_back({peer, outputs[peer].data(), outputs[peer].bytes()});
+  }
+  algorithms::alltoall(ctx.mesh, sends, receives, ctx.deadline);
+  for (const auto& output : outputs) output.commit();
 }
 
 }  // namespace occl::runtime
