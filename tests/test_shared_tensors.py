@@ -277,8 +277,9 @@ RECEIVER_DELAY = 0.5  # seconds; the sender's grace (transport/p2p/state.hpp) is
 LEND = {"OCCL_P2P_LEND_MIN_BYTES": "1"}  # as messages from 64 MiB are
 
 
-def _send_recv(rank, world_size, shared, late):
-    """Rank 0 sends a lent message from a shared_empty tensor (`shared`) or an ordinary one.
+def _send_recv(rank, world_size, shared, late, source="shared_empty"):
+    """Rank 0 sends a lent message from a tensor in shared memory from `source` (`shared`:
+    "shared_empty" or "allocate_tensor") or an ordinary one.
     Rank 1 posts its receive first or, `late`, long after the sender's grace: the message is then
     copied into a buffer and the send completes without waiting for the receive. Per rank: the
     bytes it moved through its mappings, whether the message arrived whole (rank 1) or whether
@@ -293,7 +294,8 @@ def _send_recv(rank, world_size, shared, late):
     tensor = torch_occl.shared_empty(COUNT)  # collective: kept, so the peer's mapping stays
     message = torch.arange(COUNT, dtype=torch.float32)
     if rank == 0:
-        sent = tensor if shared else torch.empty(COUNT)
+        own = tensor if source == "shared_empty" else _allocate_tensor(COUNT)
+        sent = own if shared else torch.empty(COUNT)
         sent.copy_(message)
         if not late:
             time.sleep(0.2)  # the receive is posted by then
@@ -307,10 +309,11 @@ def _send_recv(rank, world_size, shared, late):
     return _through_mappings() - before, torch.equal(received, message)
 
 
+@pytest.mark.parametrize("source", ["shared_empty", "allocate_tensor"])
 @pytest.mark.parametrize("late", [False, True], ids=["posted", "late"])
-def test_send_recv_of_a_shared_tensor_copies_through_the_mapping(late):
+def test_send_recv_of_a_shared_tensor_copies_through_the_mapping(late, source):
     with DistPool(2, "occl", env=LEND) as pool:
-        sender, receiver = pool.run(_send_recv, True, late)
+        sender, receiver = pool.run(_send_recv, True, late, source)
         assert receiver == (BYTES, True)
         assert sender[0] == 0
         if late:
