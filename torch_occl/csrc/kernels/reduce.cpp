@@ -10,7 +10,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define OCCL_HAS_F16C_PATH 1
+#define OCCL_HAS_FLOAT16_INSTRUCTIONS 1
 #endif
 
 // Run-time ISA dispatch that keeps the build portable: GCC compiles each OCCL_VECTOR_CLONES
@@ -106,86 +106,140 @@ OCCL_VECTOR_CLONES void transform(T* out, const T* in, size_t count, Fn fn) {
 // while every source streams through it.
 constexpr size_t kBlockElements = 512;
 
-#ifdef OCCL_HAS_F16C_PATH
-// float16 <-> float32 with the F16C instructions, eight at a time. The build targets any x86-64,
-// so c10's conversions compile to their portable bit arithmetic, which runs float16 reductions
-// at a third of float32's rate. The results are the same bits: both convert exactly one way and
-// round to nearest even the other, and NaNs leave as c10's portable conversion writes them.
-#define OCCL_F16C __attribute__((target("avx2,f16c")))
+#ifdef OCCL_HAS_FLOAT16_INSTRUCTIONS
+// float16 <-> float32 with the CPU's conversion instructions: AVX-512's sixteen lanes, or
+// F16C's eight on AVX2 CPUs. The build targets any x86-64, so c10's conversions compile to their
+// portable bit arithmetic, which ran float16 reductions at a third of float32's rate. The
+// results are the same bits: both convert exactly one way and round to nearest even the other,
+// and NaNs leave as c10's portable conversions write them. (bfloat16's conversions are shifts
+// and integer rounding, which the vector clones of combine() already run at AVX-512's width.)
+#define OCCL_F16C __attribute__((target("avx2,f16c"), flatten))
+#define OCCL_AVX512 __attribute__((target("avx512f"), flatten))
 
 bool cpu_has_f16c() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return has;
 }
 
-// A NaN as c10's portable conversion writes it: the quiet NaN 0x7E00 with the value's sign.
-inline uint16_t canonical_nan(float value) {
-  return static_cast<uint16_t>((std::signbit(value) ? 0x8000 : 0) | 0x7E00);
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
 }
 
-OCCL_F16C inline __m256 widen8(const c10::Half* in) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
-}
-
-OCCL_F16C inline void narrow8(c10::Half* out, __m256 values) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                   _mm256_cvtps_ph(values, _MM_FROUND_TO_NEAREST_INT));
-  if (_mm256_movemask_ps(_mm256_cmp_ps(values, values, _CMP_UNORD_Q)) != 0) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, values);
-    for (int j = 0; j < 8; ++j) {
-      if (std::isnan(lanes[j])) out[j].x = canonical_nan(lanes[j]);
+// Writes every NaN among `lanes` floats as c10's portable conversion writes it, the quiet NaN
+// 0x7E00 with the value's sign: the instructions keep a NaN's payload. NaNs are rare, so this
+// runs only when a lane is one.
+void write_canonical_nans(c10::Half* out, const float* values, size_t lanes) {
+  for (size_t j = 0; j < lanes; ++j) {
+    if (std::isnan(values[j])) {
+      out[j].x = static_cast<uint16_t>((std::signbit(values[j]) ? 0x8000 : 0) | 0x7E00);
     }
   }
 }
 
-// apply<Op> on eight lanes; written as a loop that the compiler turns into vector instructions.
-template <ReduceOp Op>
-OCCL_F16C inline __m256 apply8(__m256 a, __m256 b) {
-  alignas(32) float x[8], y[8];
-  _mm256_store_ps(x, a);
-  _mm256_store_ps(y, b);
-  for (int j = 0; j < 8; ++j) x[j] = apply<Op>(x[j], y[j]);
-  return _mm256_load_ps(x);
-}
+// The conversions of kLanes float16 elements at a time to and from a vector of floats (Vec), and
+// apply<Op> on such vectors, as a loop the compiler turns into vector instructions.
+struct F16cHalf8 {
+  using Vec = __m256;
+  static constexpr size_t kLanes = 8;
+  OCCL_F16C static Vec widen(const c10::Half* in) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  }
+  OCCL_F16C static void narrow(c10::Half* out, Vec values) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                     _mm256_cvtps_ph(values, _MM_FROUND_TO_NEAREST_INT));
+    if (_mm256_movemask_ps(_mm256_cmp_ps(values, values, _CMP_UNORD_Q)) != 0) {
+      alignas(32) float lanes[kLanes];
+      _mm256_store_ps(lanes, values);
+      write_canonical_nans(out, lanes, kLanes);
+    }
+  }
+  template <ReduceOp Op>
+  OCCL_F16C static Vec apply(Vec a, Vec b) {
+    alignas(32) float x[kLanes], y[kLanes];
+    _mm256_store_ps(x, a);
+    _mm256_store_ps(y, b);
+    for (size_t j = 0; j < kLanes; ++j) x[j] = occl::kernels::apply<Op>(x[j], y[j]);
+    return _mm256_load_ps(x);
+  }
+};
 
-// reduce_typed's fold for float16 on such CPUs: every source's elements widened to float32,
-// combined in rank order, rounded once. dst[i] is written after every source's [i] was read, so
-// dst may alias a source.
-template <ReduceOp Op>
-OCCL_F16C void reduce_half_f16c(c10::Half* dst, const void* const* srcs, int n, size_t count) {
+// The conversions in their zero-masked forms, all lanes set: GCC 12 warns that the plain forms'
+// "undefined" operand may be used uninitialized.
+struct Avx512Half16 {
+  using Vec = __m512;
+  static constexpr size_t kLanes = 16;
+  OCCL_AVX512 static Vec widen(const c10::Half* in) {
+    return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)));
+  }
+  OCCL_AVX512 static void narrow(c10::Half* out, Vec values) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                        _mm512_maskz_cvtps_ph(0xFFFF, values, _MM_FROUND_TO_NEAREST_INT));
+    if (_mm512_cmp_ps_mask(values, values, _CMP_UNORD_Q) != 0) {
+      alignas(64) float lanes[kLanes];
+      _mm512_store_ps(lanes, values);
+      write_canonical_nans(out, lanes, kLanes);
+    }
+  }
+  template <ReduceOp Op>
+  OCCL_AVX512 static Vec apply(Vec a, Vec b) {
+    alignas(64) float x[kLanes], y[kLanes];
+    _mm512_store_ps(x, a);
+    _mm512_store_ps(y, b);
+    for (size_t j = 0; j < kLanes; ++j) x[j] = occl::kernels::apply<Op>(x[j], y[j]);
+    return _mm512_load_ps(x);
+  }
+};
+
+// reduce_typed's fold for float16, kLanes at a time (Lanes): every source's elements widened to
+// float32, combined in rank order, rounded once; the last few through c10's conversions. dst[i]
+// is written after every source's [i] was read, so dst may alias a source. It only ever runs
+// inlined into the callers below (flatten), whose targets give Lanes' vectors their
+// instructions: no vector crosses a call, so GCC's note on their ABI does not apply.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <typename Lanes, ReduceOp Op>
+inline void fold_wide(c10::Half* dst, const void* const* srcs, int n, size_t count) {
   auto src = [srcs](int s) { return static_cast<const c10::Half*>(srcs[s]); };
+  constexpr size_t kLanes = Lanes::kLanes;
   // Four vectors per pass: one alone leaves the loop bound by its own bookkeeping.
-  constexpr size_t kPass = 32;
+  constexpr size_t kVectors = 4;
   size_t i = 0;
-  for (; i + kPass <= count; i += kPass) {
-    __m256 acc[kPass / 8];
-    for (size_t k = 0; k < kPass / 8; ++k) acc[k] = widen8(src(0) + i + 8 * k);
+  for (; i + kVectors * kLanes <= count; i += kVectors * kLanes) {
+    typename Lanes::Vec acc[kVectors];
+    for (size_t k = 0; k < kVectors; ++k) acc[k] = Lanes::widen(src(0) + i + k * kLanes);
     for (int s = 1; s < n; ++s) {
-      for (size_t k = 0; k < kPass / 8; ++k) {
-        acc[k] = apply8<Op>(acc[k], widen8(src(s) + i + 8 * k));
+      for (size_t k = 0; k < kVectors; ++k) {
+        acc[k] = Lanes::template apply<Op>(acc[k], Lanes::widen(src(s) + i + k * kLanes));
       }
     }
-    for (size_t k = 0; k < kPass / 8; ++k) narrow8(dst + i + 8 * k, acc[k]);
-  }
-  for (; i + 8 <= count; i += 8) {
-    __m256 acc = widen8(src(0) + i);
-    for (int s = 1; s < n; ++s) acc = apply8<Op>(acc, widen8(src(s) + i));
-    narrow8(dst + i, acc);
+    for (size_t k = 0; k < kVectors; ++k) Lanes::narrow(dst + i + k * kLanes, acc[k]);
   }
   for (; i < count; ++i) {
-    float acc = _cvtsh_ss(src(0)[i].x);
-    for (int s = 1; s < n; ++s) acc = apply<Op>(acc, _cvtsh_ss(src(s)[i].x));
-    dst[i].x = std::isnan(acc) ? canonical_nan(acc) : _cvtss_sh(acc, _MM_FROUND_TO_NEAREST_INT);
+    float value = static_cast<float>(src(0)[i]);
+    for (int s = 1; s < n; ++s) value = apply<Op>(value, static_cast<float>(src(s)[i]));
+    dst[i] = static_cast<c10::Half>(value);
   }
+}
+#pragma GCC diagnostic pop
+
+template <ReduceOp Op>
+OCCL_F16C void reduce_half_f16c(c10::Half* dst, const void* const* srcs, int n, size_t count) {
+  fold_wide<F16cHalf8, Op>(dst, srcs, n, count);
+}
+
+template <ReduceOp Op>
+OCCL_AVX512 void reduce_half_avx512(c10::Half* dst, const void* const* srcs, int n, size_t count) {
+  fold_wide<Avx512Half16, Op>(dst, srcs, n, count);
 }
 #endif
 
 template <ReduceOp Op, typename T>
 void reduce_typed(T* dst, const void* const* srcs, int n, size_t count) {
   using A = Acc<T>;
-#ifdef OCCL_HAS_F16C_PATH
+#ifdef OCCL_HAS_FLOAT16_INSTRUCTIONS
   if constexpr (std::is_same_v<T, c10::Half>) {
+    if (cpu_has_avx512()) return reduce_half_avx512<Op>(dst, srcs, n, count);
     if (cpu_has_f16c()) return reduce_half_f16c<Op>(dst, srcs, n, count);
   }
 #endif
