@@ -12,9 +12,9 @@
 namespace occl::transport {
 namespace {
 
-// A free segment serves a request that leaves at most this share of it unused: FSDP2 asks for
-// the same sizes on every step, so exact fits are the rule, and a larger segment saves a new
-// one only when little of it goes to waste.
+// A free segment serves a request when what it leaves unused is at most 1/kWasteDivisor of the
+// request: FSDP2 asks for the same sizes on every step, so exact fits are the rule, and a larger
+// segment saves a new one only when little of it goes to waste.
 constexpr size_t kWasteDivisor = 4;
 
 struct Segment {
