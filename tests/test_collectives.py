@@ -33,6 +33,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from dist_harness import DistPool, occl_only
+
 WORLD_SIZES = [1, 2, 3, 4]
 
 DTYPES = [
@@ -874,3 +876,75 @@ def test_half_types_reduce_to_the_float32_result_rounded_once(dist_pool, backend
     pool = dist_pool(world_size, env={"OCCL_TRANSPORT": transport})
     problems = [p for per_rank in pool.run(w_half_types_as_they_are) for p in per_rank]
     assert not problems, "\n".join(problems[:20])
+
+
+# Every float16 bit pattern, and 13 more: a tail shorter than any vector of the kernel.
+FLOAT16_PATTERNS = 65536 + 13
+# Rank 1's value in each round, against rank 0's every pattern: zeros, denormals, the extremes,
+# infinities and NaNs of both signs (quiet, signalling, with payloads), and plain numbers.
+FLOAT16_OTHERS = (0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF,
+                  0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7FFF, 0x3555,
+                  0x1234, 0xABCD, 0x0010)
+FLOAT16_OPS = ("SUM", "PRODUCT", "MIN", "MAX")
+
+
+def _float16_reference(op, inputs):
+    """The kernel's arithmetic in float32, in rank order, rounded once: x86 gives a NaN result
+    the first NaN operand's payload, which the kernel keeps in a + b and a * b by pairing a NaN
+    `a` with itself; MIN and MAX are std::min and std::max."""
+    acc = inputs[0].float()
+    for other in inputs[1:]:
+        b = other.float()
+        if op == "SUM":
+            acc = acc + torch.where(acc.isnan(), acc, b)
+        elif op == "PRODUCT":
+            acc = acc * torch.where(acc.isnan(), acc, b)
+        elif op == "MIN":
+            acc = torch.where(b < acc, b, acc)
+        else:
+            acc = torch.where(acc < b, b, acc)
+    return acc.half()
+
+
+def w_float16_kernels(rank, world_size):
+    """all_reduce of float16 bit patterns on three ranks, whose kernels convert with different
+    instructions (OCCL_FLOAT16_LANES): per round and op, a digest of this rank's result's bits,
+    and what differs from the float32 reference rounded once (NaNs compare as NaNs: c10 writes
+    its own, torch keeps payloads)."""
+    import hashlib
+
+    index = torch.arange(FLOAT16_PATTERNS, dtype=torch.int64)
+    as_float16 = lambda bits: (bits & 0xFFFF).to(torch.int16).view(torch.float16)  # noqa: E731
+    digests, problems = [], []
+    for other in FLOAT16_OTHERS:
+        inputs = [as_float16(index), as_float16(torch.full_like(index, other)),
+                  as_float16(index * 7919)]
+        for op in FLOAT16_OPS:
+            tensor = inputs[rank].clone()
+            dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
+            digests.append(hashlib.sha1(tensor.view(torch.int16).numpy().tobytes()).hexdigest())
+            expected = _float16_reference(op, inputs)
+            both_nan = tensor.isnan() & expected.isnan()
+            wrong = ~both_nan & (tensor.view(torch.int16) != expected.view(torch.int16))
+            if wrong.any():
+                i = int(wrong.nonzero()[0])
+                problems.append(f"rank {rank}, {op} against {other:#06x}: {int(wrong.sum())} "
+                                f"elements differ, first [{i}]: {tensor[i].item()} "
+                                f"(expected {expected[i].item()})")
+    return digests, problems
+
+
+@occl_only("occl's kernel widths (OCCL_FLOAT16_LANES)")
+def test_float16_kernels_of_every_width_give_the_same_bits():
+    # Three ranks reduce every element themselves (the direct algorithm: each gets every input),
+    # each with its own kernel: AVX-512, F16C and portable code where the CPU has them.
+    lanes = {0: "16", 1: "8", 2: "1"}
+    with DistPool(3, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
+                  rank_env={r: {"OCCL_FLOAT16_LANES": n} for r, n in lanes.items()}) as pool:
+        results = pool.run(w_float16_kernels, timeout=600)
+    problems = [p for _, rank_problems in results for p in rank_problems]
+    assert not problems, "\n".join(problems[:20])
+    digests = [rank_digests for rank_digests, _ in results]
+    rounds = [(hex(o), op) for o in FLOAT16_OTHERS for op in FLOAT16_OPS]
+    differ = [rounds[k] for k in range(len(rounds)) if len({d[k] for d in digests}) > 1]
+    assert not differ, f"the ranks' results differ in {differ}"

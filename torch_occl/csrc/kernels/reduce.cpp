@@ -1,5 +1,7 @@
 #include "reduce.hpp"
 
+#include "../tuning.hpp"
+
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -116,14 +118,17 @@ constexpr size_t kBlockElements = 512;
 #define OCCL_F16C __attribute__((target("avx2,f16c"), flatten))
 #define OCCL_AVX512 __attribute__((target("avx512f"), flatten))
 
-bool cpu_has_f16c() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return has;
+// Whether to convert with those: the CPU has them, and OCCL_FLOAT16_LANES allows as many lanes.
+bool use_avx512() {
+  static const bool use =
+      Tuning::get().float16_lanes >= 16 && __builtin_cpu_supports("avx512f");
+  return use;
 }
 
-bool cpu_has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
+bool use_f16c() {
+  static const bool use = Tuning::get().float16_lanes >= 8 && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("f16c");
+  return use;
 }
 
 // Writes every NaN among `lanes` floats as c10's portable conversion writes it, the quiet NaN
@@ -239,8 +244,8 @@ void reduce_typed(T* dst, const void* const* srcs, int n, size_t count) {
   using A = Acc<T>;
 #ifdef OCCL_HAS_FLOAT16_INSTRUCTIONS
   if constexpr (std::is_same_v<T, c10::Half>) {
-    if (cpu_has_avx512()) return reduce_half_avx512<Op>(dst, srcs, n, count);
-    if (cpu_has_f16c()) return reduce_half_f16c<Op>(dst, srcs, n, count);
+    if (use_avx512()) return reduce_half_avx512<Op>(dst, srcs, n, count);
+    if (use_f16c()) return reduce_half_f16c<Op>(dst, srcs, n, count);
   }
 #endif
   auto src = [srcs](int s) { return static_cast<const T*>(srcs[s]); };
