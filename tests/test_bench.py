@@ -467,7 +467,8 @@ def test_a_fresh_input_is_a_new_filled_tensor_on_every_call(tmp_path):
         original = dist.all_to_all_single
 
         def spy(output, input, **kwargs):
-            seen.append((input.data_ptr(), input.clone()))
+            # Held, so that no later input can reuse its memory and look like the same tensor.
+            seen.append((input.data_ptr(), input))
             return original(output, input, **kwargs)
 
         dist.all_to_all_single = spy
