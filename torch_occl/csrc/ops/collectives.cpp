@@ -21,6 +21,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 namespace occl::runtime {
@@ -82,12 +83,13 @@ void reduce_scatter_blocks(Call& ctx, at::Tensor blocks, const at::Tensor& outpu
   average(p, output, ctx.size);
 }
 
-void allreduce_flat(Call& ctx, const at::Tensor& flat, const c10d::ReduceOp& op) {
-  ReducePlan p = plan(op, flat.scalar_type());
-  premultiply(p, flat);
-  algorithms::allreduce(ctx.mesh, data_of(flat), static_cast<size_t>(flat.numel()), p.reduction,
-                        ctx.deadline);
-  average(p, flat, ctx.size);
+// `buffer`: contiguous, of any shape (a view to one dimension would cost more than an 8-byte op).
+void allreduce_flat(Call& ctx, const at::Tensor& buffer, const c10d::ReduceOp& op) {
+  ReducePlan p = plan(op, buffer.scalar_type());
+  premultiply(p, buffer);
+  algorithms::allreduce(ctx.mesh, data_of(buffer), static_cast<size_t>(buffer.numel()),
+                        p.reduction, ctx.deadline);
+  average(p, buffer, ctx.size);
 }
 
 // Allreduces `tensors` as one: through a flat copy in `dtype`.
@@ -136,7 +138,7 @@ void MeshRuntime::allreduce(kit::OpContext& op, const std::vector<at::Tensor>& t
                                                tensor.scalar_type());
   if (dtype != tensor.scalar_type()) return allreduce_copy(ctx, tensors, opts.reduceOp, dtype);
   Staged staged(tensor);  // in place, unless the tensor is not contiguous
-  allreduce_flat(ctx, staged.buffer().view({-1}), opts.reduceOp);
+  allreduce_flat(ctx, staged.buffer(), opts.reduceOp);
   staged.commit();
 }
 
@@ -189,11 +191,19 @@ namespace {
 
 void allgather_into(Call& ctx, const at::Tensor& output_tensor, const at::Tensor& input_tensor) {
   Staged staged(output_tensor);
-  int64_t block = input_tensor.numel();
-  at::Tensor blocks = staged.buffer().view({-1});
-  // FSDP passes an input that is a view of its own block of the output: copy_ then is a no-op.
-  block_of(blocks, block, ctx.rank).view(input_tensor.sizes()).copy_(input_tensor);
-  algorithms::allgather(ctx.mesh, data_of(blocks), bytes_of(input_tensor), ctx.deadline);
+  const size_t block_bytes = bytes_of(input_tensor);
+  char* blocks = static_cast<char*>(staged.data());
+  char* mine = blocks + block_bytes * ctx.rank;
+  // Raw bytes where they can be: a tensor view and copy_ would cost more than a small op.
+  // FSDP passes an input that is a view of its own block of the output: nothing to copy then.
+  if (!input_tensor.is_contiguous()) {
+    at::Tensor block = staged.buffer().view({-1}).narrow(0, input_tensor.numel() * ctx.rank,
+                                                          input_tensor.numel());
+    block.view(input_tensor.sizes()).copy_(input_tensor);
+  } else if (data_of(input_tensor) != mine) {
+    std::memmove(mine, data_of(input_tensor), block_bytes);  // it may overlap another block
+  }
+  algorithms::allgather(ctx.mesh, blocks, block_bytes, ctx.deadline);
   staged.commit();
 }
 
@@ -213,7 +223,7 @@ void reduce_scatter_into(Call& ctx, const at::Tensor& output_tensor,
   at::Tensor input = input_tensor.contiguous();
   bool private_copy = !input.is_same(input_tensor) || output_tensor.is_alias_of(input_tensor);
   if (output_tensor.is_alias_of(input_tensor)) input = input.clone();
-  reduce_scatter_blocks(ctx, input.view({-1}), output.buffer().view({-1}), op, private_copy);
+  reduce_scatter_blocks(ctx, input, output.buffer(), op, private_copy);
   output.commit();
 }
 

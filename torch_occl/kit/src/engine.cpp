@@ -185,7 +185,7 @@ c10::intrusive_ptr<Work> Engine::start(const OpInfo& op, uint64_t sequence, bool
           : FlightRecorder::get().record(
                 recorded_as_, backend_.getGroupUid().empty() ? group_.name : backend_.getGroupUid(),
                 backend_.getGroupDesc(), op.label, sequence, inputs(), outputs, timeout);
-  auto work = c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title,
+  auto work = c10::make_intrusive<Work>(group_.rank, op.type, op.profiling_title, profiled,
                                         std::move(outputs), sequence,
                                         timing_ || completion_hook_->is_set());
   work->record_ = record;
@@ -223,6 +223,12 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
   const bool caller_runs = !async_op || total_bytes(outputs) <= deferred_async_max_bytes_;
   auto work = start(op, sequence, /*p2p=*/false, async_op, caller_runs, timeout, inputs,
                     std::move(outputs));
+  // The caller waits at once: when the group is idle, run it now, on this thread. (Coalesced ops
+  // wait for end_coalescing, when the runtime may batch them.)
+  if (!async_op && !coalescing_ &&
+      executor_.run_now([&] { execute(op, sequence, timeout, signature, run, copy_back, *work); })) {
+    return work;
+  }
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
                run = std::move(run), copy_back = std::move(copy_back), work]() mutable {
     execute(op, sequence, timeout, signature, run, copy_back, *work);

@@ -31,6 +31,24 @@ Executor::Ticket Executor::submit(Task task, Task cancel, bool caller_runs) {
   return ticket;
 }
 
+bool Executor::run_now(c10::function_ref<void()> task) {
+  Queue& queue = *queue_;
+  {
+    std::lock_guard<std::mutex> lock(queue.mutex);
+    if (queue.running || queue.stopping || !queue.tasks.empty()) return false;
+    queue.running = true;
+    queue.runner = std::this_thread::get_id();
+  }
+  run_guarded(task);
+  std::lock_guard<std::mutex> lock(queue.mutex);
+  queue.running = false;
+  queue.idle.notify_all();
+  // Tasks submitted meanwhile from another thread, or a stop() from inside this one: the
+  // worker's to take.
+  if (!queue.tasks.empty() || queue.stopping) queue.ready.notify_one();
+  return true;
+}
+
 bool Executor::Ticket::run_here() const {
   auto queue = queue_.lock();
   if (!queue) return false;
@@ -73,7 +91,7 @@ bool Executor::stop() {
   return true;
 }
 
-void Executor::run_guarded(const Task& task) {
+void Executor::run_guarded(c10::function_ref<void()> task) {
   try {
     task();
   } catch (const std::exception& e) {

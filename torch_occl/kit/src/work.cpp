@@ -3,16 +3,21 @@
 #include "occl_kit/flight_recorder.hpp"
 
 #include <ATen/core/jit_type.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace occl::kit {
 
-Work::Work(int rank, c10d::OpType op_type, const char* profiling_title,
+// Without a profiler, c10d::Work gets no title: it would allocate a record of nothing and copy the
+// outputs for it, on every op.
+Work::Work(int rank, c10d::OpType op_type, const char* profiling_title, bool profiled,
            std::vector<at::Tensor> outputs, uint64_t sequence, bool timed)
-    : c10d::Work(rank, op_type, profiling_title, outputs),
+    : c10d::Work(rank, op_type, profiled ? profiling_title : nullptr,
+                 profiled ? std::optional<std::vector<at::Tensor>>(outputs) : std::nullopt),
       outputs_(std::move(outputs)),
       profiling_title_(profiling_title),
       sequence_(sequence),
@@ -24,7 +29,8 @@ c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
   for (const auto& work : works) {
     outputs.insert(outputs.end(), work->outputs_.begin(), work->outputs_.end());
   }
-  auto group = c10::make_intrusive<Work>(rank, c10d::OpType::COALESCED, profiling_title, outputs);
+  auto group = c10::make_intrusive<Work>(rank, c10d::OpType::COALESCED, profiling_title,
+                                         at::hasCallbacks(), outputs);
   if (works.empty()) {
     group->complete(nullptr, -1);
     return group;

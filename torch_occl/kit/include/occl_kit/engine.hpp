@@ -7,7 +7,8 @@
 // every later op of the group at once after a link failure.
 //   queued (collectives)  in issue order on the group's worker thread, or on the thread that
 //                         waits for the op when the caller said it waits at once or the op is
-//                         small (Runtime::deferred_async_max_bytes, Executor)
+//                         small (Runtime::deferred_async_max_bytes, Executor); a blocking op
+//                         issued while the group is idle runs at once, inside the call
 //   posted (p2p)          at once on the caller's thread; the runtime completes the op through
 //                         OpContext::done or hands a request to the completion engine
 #pragma once

@@ -7,6 +7,8 @@
 // it) are saved.
 #pragma once
 
+#include <c10/util/FunctionRef.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -55,6 +57,10 @@ class Executor {
   // worker looks for one nobody claimed every kLookAgain.
   // `cancel` runs instead of `task` if the executor is stopped from inside an earlier task.
   Ticket submit(Task task, Task cancel, bool caller_runs);
+  // Runs `task` on the calling thread at once when nothing is queued or running (the order is
+  // the same as through the queue, without its allocations and hand-offs) and returns true;
+  // returns false, without running it, otherwise or once stopped.
+  bool run_now(c10::function_ref<void()> task);
   // Runs every queued task and returns once the last has run, destroying the finished tasks on
   // the calling thread; later submits are rejected. Idempotent and thread-safe. The worker then
   // exits on its own (never joined: it might wait for a GIL the caller holds). Called from a task
@@ -95,7 +101,7 @@ class Executor {
   // Pops the front task and runs it on this thread; `lock` is held on entry and on return.
   static void run_front(Queue& queue, std::unique_lock<std::mutex>& lock);
   // Runs a task (or a cancel): an exception from it is logged, never thrown.
-  static void run_guarded(const Task& task);
+  static void run_guarded(c10::function_ref<void()> task);
 
   std::shared_ptr<Queue> queue_;
 };

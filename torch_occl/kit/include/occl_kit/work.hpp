@@ -22,16 +22,18 @@ class Engine;
 // long as it cares to spin, then returns; wait() then sleeps until the op completes.
 using WaiterProgress = std::function<void(const std::function<bool()>& done)>;
 
-// Its future holds the op's output tensors (as gloo's does), so DDP comm hooks can read them. An
-// op the group's worker was not woken for (asyncOp false, or a small asynchronous op: see
+// Its future holds the op's output tensors (as gloo's does), so DDP comm hooks can read them. A
+// blocking op (asyncOp false) issued while its group is idle has run before its Work is returned.
+// Any other op the group's worker was not woken for (asyncOp false, or a small asynchronous op: see
 // Runtime::deferred_async_max_bytes) is run by wait() on the caller's thread, with the ops queued
 // before it, when no other thread runs one; the other ways to wait for it (getFuture,
 // isCompleted, a wait with a timeout) wake the group's worker for it first.
 class Work : public c10d::Work {
  public:
-  // `sequence`: the op's number among its group's collectives (or point-to-point ops); `timed`:
-  // it records when it ran (getDuration, completion hooks).
-  Work(int rank, c10d::OpType op_type, const char* profiling_title,
+  // `profiled`: a profiler listens (at::hasCallbacks()), and records the Work's lifetime under
+  // `profiling_title`; `sequence`: the op's number among its group's collectives (or
+  // point-to-point ops); `timed`: it records when it ran (getDuration, completion hooks).
+  Work(int rank, c10d::OpType op_type, const char* profiling_title, bool profiled,
        std::vector<at::Tensor> outputs, uint64_t sequence = 0, bool timed = false);
 
   // A Work that completes when all of `works` have, failing with the first failure among them.
