@@ -225,8 +225,13 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
                     std::move(outputs));
   // The caller waits at once: when the group is idle, run it now, on this thread. (Coalesced ops
   // wait for end_coalescing, when the runtime may batch them.)
-  if (!async_op && !coalescing_ &&
-      executor_.run_now([&] { execute(op, sequence, timeout, signature, run, copy_back, *work); })) {
+  bool succeeded = false;
+  if (!async_op && !coalescing_ && executor_.run_now([&] {
+        succeeded = execute(op, sequence, timeout, signature, run, copy_back, *work);
+      })) {
+    // A failed op's tensors stay until the next op, as a queued op's do: a peer that was stopped
+    // mid-copy may still read them when it resumes, and must find the reason, not freed memory.
+    if (!succeeded) executor_.keep([run = std::move(run), copy_back = std::move(copy_back)] {});
     return work;
   }
   auto task = [this, op, sequence, timeout, signature = std::move(signature),
@@ -249,7 +254,7 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
   return work;
 }
 
-void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
+bool Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
                      Signature& signature, const OpFn& run, const CopyBack& copy_back,
                      Work& work) {
   if (!broken_.empty()) {
@@ -257,7 +262,7 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
               backend_error(describe_op(op.label, sequence) +
                             "not run, the group failed earlier: " + broken_),
               -1);
-    return;
+    return false;
   }
   work.started();
   OpContext ctx{group_.rank, group_.size, op.label, sequence, Clock::now() + timeout, nullptr,
@@ -282,7 +287,7 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
         describe_op(op.label, sequence) + failure_text(std::current_exception(), timeout), e);
     work.failed();  // before the dump, which shows it so
     finish_op(work, backend_error(broken_ + dump_flight_recorder(sequence, e, joined)), -1);
-    return;
+    return false;
   } catch (...) {
     // Failed before or after its messages (a mismatch, writing the result back): the links
     // are fine.
@@ -290,9 +295,10 @@ void Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
               backend_error(describe_op(op.label, sequence) +
                             failure_text(std::current_exception(), timeout)),
               -1);
-    return;
+    return false;
   }
   finish_op(work, nullptr, -1, completion_hook_.get());
+  return true;
 }
 
 c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::milliseconds timeout,

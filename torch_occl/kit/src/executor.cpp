@@ -34,10 +34,12 @@ Executor::Ticket Executor::submit(Task task, Task cancel, bool caller_runs) {
 bool Executor::run_now(c10::function_ref<void()> task) {
   Queue& queue = *queue_;
   {
+    std::vector<Task> finished;  // destroyed here, on the caller's thread, after the lock
     std::lock_guard<std::mutex> lock(queue.mutex);
     if (queue.running || queue.stopping || !queue.tasks.empty()) return false;
     queue.running = true;
     queue.runner = std::this_thread::get_id();
+    finished.swap(queue.finished);
   }
   run_guarded(task);
   std::lock_guard<std::mutex> lock(queue.mutex);
@@ -47,6 +49,11 @@ bool Executor::run_now(c10::function_ref<void()> task) {
   // worker's to take.
   if (!queue.tasks.empty() || queue.stopping) queue.ready.notify_one();
   return true;
+}
+
+void Executor::keep(Task closure) {
+  std::lock_guard<std::mutex> lock(queue_->mutex);
+  queue_->finished.push_back(std::move(closure));
 }
 
 bool Executor::Ticket::run_here() const {

@@ -185,7 +185,8 @@ class Engine {
   const std::string& group_description() const { return *group_description_; }
 
  private:
-  void execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
+  // Runs a queued op and completes its Work; returns whether it succeeded.
+  bool execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds timeout,
                Signature& signature, const OpFn& run, const CopyBack& copy_back, Work& work);
   // A new Work for op number `sequence` (timed when timing is on, or a hook is set), logged at
   // TRACE (`deferred`: an async op the worker was not woken for) and recorded for the profiler

@@ -59,8 +59,12 @@ class Executor {
   Ticket submit(Task task, Task cancel, bool caller_runs);
   // Runs `task` on the calling thread at once when nothing is queued or running (the order is
   // the same as through the queue, without its allocations and hand-offs) and returns true;
-  // returns false, without running it, otherwise or once stopped.
+  // returns false, without running it, otherwise or once stopped. Like submit(), it first
+  // destroys the tasks that have run (and what `keep` was given).
   bool run_now(c10::function_ref<void()> task);
+  // Holds `closure` as the queue holds a task that has run: until the next submit(), run_now()
+  // or stop(). For what a task run by run_now() must keep alive that long.
+  void keep(Task closure);
   // Runs every queued task and returns once the last has run, destroying the finished tasks on
   // the calling thread; later submits are rejected. Idempotent and thread-safe. The worker then
   // exits on its own (never joined: it might wait for a GIL the caller holds). Called from a task
@@ -88,8 +92,8 @@ class Executor {
     std::condition_variable idle;  // signalled when a task has run
     std::deque<Entry> tasks;
     uint64_t next_id = 1;
-    // Tasks that have run, destroyed by the next submit() or stop() on the caller's thread,
-    // never here: dropping a tensor Python also holds takes the GIL, and a thread waiting for
+    // Tasks that have run, destroyed by the next submit(), run_now() or stop() on the caller's
+    // thread, never here: dropping a tensor Python also holds takes the GIL, and a thread waiting for
     // the GIL when the interpreter shuts down is killed mid-destructor (std::terminate).
     std::vector<Task> finished;
     bool running = false;    // a task is running, on `runner`
