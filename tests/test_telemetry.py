@@ -302,6 +302,10 @@ dist.init_process_group("occl", init_method="file://" + sys.argv[2], rank=int(sy
                         world_size=2, timeout=datetime.timedelta(seconds=30))
 dist.all_reduce(torch.ones(16384), async_op=True).wait()
 dist.all_reduce(torch.ones(16385), async_op=True).wait()
+# 64 KiB per rank, 128 KiB in all: as small as the first.
+dist.all_gather_into_tensor(torch.empty(32768), torch.ones(16384), async_op=True).wait()
+dist.reduce_scatter_tensor(torch.empty(16384), torch.ones(32768), async_op=True).wait()
+dist.all_gather_into_tensor(torch.empty(32770), torch.ones(16385), async_op=True).wait()
 dist.destroy_process_group()
 """
 
@@ -351,8 +355,9 @@ def test_occl_debug_trace_logs_every_op_and_nothing_is_logged_without_it(tmp_pat
 
 
 def test_occl_debug_trace_says_which_async_ops_start_at_once(tmp_path):
-    """An async op of at most OCCL_DEFERRED_ASYNC_MAX_BYTES (64 KiB) waits for its waiter, which
-    runs it; a larger one starts on the group's worker at once, to overlap the caller's work."""
+    """An async op whose inputs or outputs hold at most OCCL_DEFERRED_ASYNC_MAX_BYTES (64 KiB)
+    waits for its waiter, which runs it; a larger one starts on the group's worker at once, to
+    overlap the caller's work."""
     logged = _run_two_ranks(tmp_path, {"OCCL_DEBUG": "TRACE"}, ASYNC_OPS)
     for rank, lines in enumerate(logged):
         where = f"in group 0 (rank {rank} of 2): "
@@ -360,7 +365,13 @@ def test_occl_debug_trace_says_which_async_ops_start_at_once(tmp_path):
             f"occl TRACE occl.allreduce #0 {where}16384 elements in, 16384 out (float32), async"
             " (run when waited for)",
             f"occl TRACE occl.allreduce #1 {where}16385 elements in, 16385 out (float32), async"
-            " (started at once)"], lines
+            " (started at once)",
+            f"occl TRACE occl._allgather_base #2 {where}16384 elements in, 32768 out (float32),"
+            " async (run when waited for)",
+            f"occl TRACE occl._reduce_scatter_base #3 {where}32768 elements in, 16384 out"
+            " (float32), async (run when waited for)",
+            f"occl TRACE occl._allgather_base #4 {where}16385 elements in, 32770 out (float32),"
+            " async (started at once)"], lines
     logged = _run_two_ranks(tmp_path, {"OCCL_DEBUG": "TRACE", "OCCL_DEFERRED_ASYNC_MAX_BYTES": "0"},
                             ASYNC_OPS)
     assert all(line.endswith("async (started at once)")

@@ -42,8 +42,8 @@ struct Tuning {
   // reads the rings itself (transport/p2p.hpp). Ranks that outnumber the cores never spin: their
   // peers need the core. OCCL_SPIN_US
   int spin_us = 200;
-  // An asynchronous collective (async_op=True, the functional collectives) writing at most this
-  // many bytes is run by the thread that waits for it rather than by the group's worker, which
+  // An asynchronous collective (async_op=True, the functional collectives) reading or writing at
+  // most this many bytes is run by the thread that waits for it rather than by the group's worker, which
   // is not woken for it: on a VM the wake costs about 10 us and takes a core a peer needs, more
   // than such an op gains by starting early (kit::Runtime::deferred_async_max_bytes).
   // OCCL_DEFERRED_ASYNC_MAX_BYTES

@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 namespace occl::kit {
@@ -220,7 +221,12 @@ c10::intrusive_ptr<Work> Engine::queue(const OpInfo& op, std::chrono::millisecon
                                        OpFn run, CopyBack copy_back) {
   if (timeout == c10d::kUnsetTimeout) timeout = group_.timeout;
   const uint64_t sequence = collectives_submitted_++;
-  const bool caller_runs = !async_op || total_bytes(outputs) <= deferred_async_max_bytes_;
+  // What each rank sends or receives bounds a small op: the smaller side of an all-gather or a
+  // reduce-scatter, not the whole.
+  const bool caller_runs =
+      !async_op ||
+      (deferred_async_max_bytes_ > 0 &&
+       std::min(total_bytes(outputs), total_bytes(inputs())) <= deferred_async_max_bytes_);
   auto work = start(op, sequence, /*p2p=*/false, async_op, caller_runs, timeout, inputs,
                     std::move(outputs));
   // The caller waits at once: when the group is idle, run it now, on this thread. (Coalesced ops

@@ -91,8 +91,9 @@ class Runtime {
   virtual void exchange_signatures(OpContext& ctx, const void* mine, void* everyone, size_t bytes);
   // Agreement on, the runtime may still skip it (a knob to measure its cost).
   virtual bool agreement_enabled() const { return true; }
-  // An asynchronous collective whose outputs hold at most this many bytes does not wake the
-  // group's worker when issued: the thread that waits for it runs it, as for a blocking call.
+  // An asynchronous collective whose inputs or outputs hold at most this many bytes (the smaller
+  // side: an all-gather's input, a reduce-scatter's output) does not wake the group's worker when
+  // issued: the thread that waits for it runs it, as for a blocking call.
   // Where waking a thread costs more than such an op (a CPU transport), that keeps async_op and
   // the functional collectives as fast as the blocking call. It still starts at once when
   // getFuture() or isCompleted() is asked (DDP's comm hooks), when a later op wakes the worker,
