@@ -43,9 +43,9 @@ struct Tuning {
   // peers need the core. OCCL_SPIN_US
   int spin_us = 200;
   // An asynchronous collective (async_op=True, the functional collectives) reading or writing at
-  // most this many bytes is run by the thread that waits for it rather than by the group's worker, which
-  // is not woken for it: on a VM the wake costs about 10 us and takes a core a peer needs, more
-  // than such an op gains by starting early (kit::Runtime::deferred_async_max_bytes).
+  // most this many bytes is run by the thread that waits for it rather than by the group's
+  // worker, which is not woken for it: on a VM the wake costs about 10 us and takes a core a peer
+  // needs, more than such an op gains by starting early (kit::Runtime::deferred_async_max_bytes).
   // OCCL_DEFERRED_ASYNC_MAX_BYTES
   size_t deferred_async_max_bytes = 64 * 1024;
   // Every collective first checks that all ranks call the same one (occl_kit/signature.hpp).

@@ -93,8 +93,8 @@ class Executor {
     std::deque<Entry> tasks;
     uint64_t next_id = 1;
     // Tasks that have run, destroyed by the next submit(), run_now() or stop() on the caller's
-    // thread, never here: dropping a tensor Python also holds takes the GIL, and a thread waiting for
-    // the GIL when the interpreter shuts down is killed mid-destructor (std::terminate).
+    // thread, never here: dropping a tensor Python also holds takes the GIL, and a thread waiting
+    // for the GIL when the interpreter shuts down is killed mid-destructor (std::terminate).
     std::vector<Task> finished;
     bool running = false;    // a task is running, on `runner`
     std::thread::id runner;  // the worker, or a thread that ran the task it waits for
