@@ -56,7 +56,9 @@ CompletionEngine::~CompletionEngine() { abort(); }
 void CompletionEngine::watch(TestFn test, std::chrono::steady_clock::time_point deadline,
                              FinishFn finish) {
   {
+    std::vector<Pending> finished;  // destroyed here, on the caller's thread, after the lock
     std::lock_guard<std::mutex> lock(state_->mutex);
+    finished.swap(state_->finished);
     if (!state_->stopping) {
       state_->pending.push_back({std::move(test), deadline, std::move(finish)});
       if (!state_->started) {
@@ -72,6 +74,7 @@ void CompletionEngine::watch(TestFn test, std::chrono::steady_clock::time_point 
 
 void CompletionEngine::abort() {
   std::deque<Pending> failed;
+  std::vector<Pending> finished;  // destroyed on this thread, after the lock
   {
     std::unique_lock<std::mutex> lock(state_->mutex);
     state_->stopping = true;
@@ -82,6 +85,7 @@ void CompletionEngine::abort() {
     if (state_->thread != std::this_thread::get_id()) {
       state_->tested.wait(lock, [&] { return !state_->testing; });
     }
+    finished.swap(state_->finished);
   }
   fail_all(failed);
 }
@@ -126,6 +130,7 @@ void CompletionEngine::loop(std::shared_ptr<State> state) {
         LOG(ERROR) << "occl_kit: a completion threw: " << e.what();
       }
       lock.lock();
+      state->finished.push_back(std::move(request));
     }
     if (state->stopping) {  // what abort() did not see, this thread fails
       lock.unlock();
