@@ -72,8 +72,8 @@ class CompletionEngine {
     std::condition_variable arrived;
     std::condition_variable tested;  // signalled when a test has returned
     std::deque<Pending> pending;
-    // Requests that have finished, destroyed by the next watch() or abort() on the caller's
-    // thread, never on the engine's: the last reference to an op's Work drops tensors Python
+    // Requests that have finished, less their tests, destroyed by the next watch() or abort() on
+    // the caller's thread, never on the engine's: the last reference to an op's Work drops tensors Python
     // also holds, which takes the GIL, and a thread waiting for the GIL while the interpreter
     // shuts down is killed mid-destructor (std::terminate).
     std::vector<Pending> finished;
