@@ -535,16 +535,18 @@ def test_ping_pong_on_one_host_leaves_the_p2p_thread_asleep(nbytes, batched):
     for rank, (wrong, switches) in enumerate(replies):
         assert wrong == 0, f"rank {rank}: {wrong} wrong messages"
         # Through the engine's thread (OCCL_TRANSPORT=tcp), every message wakes it: 600 or more.
-        # Over the rings it wakes for a message that arrives between a receive's post and its
-        # wait: batch_isend_irecv's Python leaves tens of µs there (178 of 600 under CI's load).
-        assert switches < rounds, (
+        # Over the rings a posted receive is its waiter's to read, however late the wait comes
+        # (once in 600 on a quiet machine); when receives asked for pokes as they were posted,
+        # messages arriving before the wait woke it 178 times under CI's load.
+        assert switches < rounds // 10, (
             f"rank {rank}: the p2p thread woke {switches} times for {2 * rounds} messages")
 
 
-def w_recv_polled(rank, ws, rounds):
-    """Rank 1 posts each receive and only polls is_completed(); rank 0 sends a little later. The
-    engine's thread must be poked for the message: nobody reads the rings for it."""
-    deadline = time.monotonic() + rounds * LOOK_SECONDS / 10
+def w_recv_waited_elsewhere(rank, ws, rounds, how):
+    """Rank 1 posts each receive and waits for it without wait(): it polls is_completed(), or
+    waits on the Work's future; rank 0 sends a little later. Nobody reads the rings for the
+    message, so the engine's thread must be poked for it."""
+    start = time.monotonic()
     for i in range(rounds):
         if rank == 0:
             time.sleep(0.005)
@@ -552,19 +554,25 @@ def w_recv_polled(rank, ws, rounds):
         elif rank == 1:
             got = torch.zeros(16)
             work = dist.irecv(got, 0, tag=i)
-            while not work.is_completed():
-                assert time.monotonic() < deadline, f"receive {i} of {rounds} still pending"
-                time.sleep(0.0005)
-            work.wait()
+            if how == "polled":
+                while not work.is_completed():
+                    assert time.monotonic() < start + rounds * LOOK_SECONDS / 10, (
+                        f"receive {i} of {rounds} still pending")
+                    time.sleep(0.0005)
+            else:
+                work.get_future().wait()
             assert torch.all(got == i), (i, got)
         dist.barrier()
-    return True
+    return time.monotonic() - start
 
 
 @occl_only("occl's p2p thread")
-def test_a_receive_nobody_waits_for_completes_soon(occl_pool):
-    # Poked, 100 rounds take about 0.6 s; found at the thread's looks, about 50 s (bound: 10 s).
-    assert occl_pool.run(w_recv_polled, 100) == [True] * occl_pool.world_size
+@pytest.mark.parametrize("how", ["polled", "future"])
+def test_a_receive_waited_for_without_wait_completes_soon(occl_pool, how):
+    # Poked, 20 rounds take about 0.15 s; found at the thread's looks, about 10 s.
+    rounds = 20
+    took = occl_pool.run(w_recv_waited_elsewhere, rounds, how)
+    assert max(took) < rounds * LOOK_SECONDS / 10, f"{rounds} receives took {max(took):.1f} s"
 
 
 def w_blocking_sends_beyond_a_ring(rank, ws, count, nbytes):

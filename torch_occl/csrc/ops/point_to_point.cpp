@@ -14,6 +14,7 @@ using kit::Staged;
 void MeshRuntime::send(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   at::Tensor data = tensors[0].contiguous();
   ctx.progress_while_waiting = p2p_->driver();
+  ctx.wait_without_progress = p2p_->handoff();
   p2p_->send(dst_rank, tag, data_of(data), bytes_of(data), ctx.deadline,
                [data, done = ctx.done](std::exception_ptr error, int source) {
                  done(error, source);
@@ -23,6 +24,7 @@ void MeshRuntime::send(kit::OpContext& ctx, const std::vector<at::Tensor>& tenso
 void MeshRuntime::recv(kit::OpContext& ctx, const std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   Staged staged(tensors[0]);
   ctx.progress_while_waiting = p2p_->driver();
+  ctx.wait_without_progress = p2p_->handoff();
   p2p_->recv(src_rank, tag, data_of(staged.buffer()), bytes_of(staged.buffer()), ctx.deadline,
                [staged, done = ctx.done](std::exception_ptr error, int source) {
                  if (!error) {

@@ -91,6 +91,12 @@ class P2PEngine {
   // itself, until `done()` or for `spin`, whichever comes first, so that a message between
   // ranks on one host wakes no thread. Stays callable after the engine is gone.
   Driver driver() const;
+  // For a thread that waits for a request without moving it (it polls, or waits on a future):
+  // the engine's thread then reads what arrives through the rings, poked by the peers, until no
+  // request awaits frames. Until then a receive is left to its waiter's driver: a poke would
+  // only cost the waiter two context switches on its core. Stays callable after the engine is
+  // gone.
+  std::function<void()> handoff() const;
 
   // Sends `report` to every other rank's failure handler, after what is queued to it already;
   // returns once the kernel has taken every copy, or at `flush_by`, so that a process which

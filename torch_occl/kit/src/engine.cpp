@@ -337,6 +337,7 @@ c10::intrusive_ptr<Work> Engine::post(const OpInfo& op, std::chrono::millisecond
     done(std::current_exception(), -1);
   }
   work->progress_ = std::move(ctx.progress_while_waiting);
+  work->wait_without_progress_ = std::move(ctx.wait_without_progress);
   collect(work);
   return work;
 }

@@ -44,8 +44,11 @@ c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
   pending->left = works.size();
   for (const auto& work : works) {
     // One runtime's ops: any one's progress moves them all.
-    if (!group->progress_) group->progress_ = work->progress_;
-    work->getFuture()->addCallback([group, pending](c10::ivalue::Future& future) {
+    if (!group->progress_) {
+      group->progress_ = work->progress_;
+      group->wait_without_progress_ = work->wait_without_progress_;
+    }
+    work->future()->addCallback([group, pending](c10::ivalue::Future& future) {
       std::exception_ptr error;
       {
         std::lock_guard<std::mutex> lock(pending->mutex);
@@ -60,6 +63,11 @@ c10::intrusive_ptr<Work> Work::all_of(int rank, const char* profiling_title,
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
+  waited_without_progress();
+  return future();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> Work::future() {
   ticket_.wake_worker();
   std::lock_guard<std::mutex> lock(future_mutex_);
   if (!future_) {
@@ -79,7 +87,13 @@ void Work::mark(c10::ivalue::Future& future, const std::exception_ptr& error) co
 
 bool Work::isCompleted() {
   ticket_.wake_worker();
+  if (c10d::Work::isCompleted()) return true;
+  waited_without_progress();
   return c10d::Work::isCompleted();
+}
+
+void Work::waited_without_progress() {
+  if (wait_without_progress_) wait_without_progress_();
 }
 
 std::vector<at::Tensor> Work::result() { return outputs_; }

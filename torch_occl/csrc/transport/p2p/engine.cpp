@@ -77,11 +77,20 @@ bool refused(State& state, Completion& done, int source) {
   return false;
 }
 
+// A caller waits without reading the rings: the engine's thread reads for it from now on.
+void hand_off(State& state) {
+  apply(state, [](State& state) { state.unattended = true; });
+}
+
 void drive(State& state, const std::function<bool()>& done) {
   if (done()) return;  // a send written at once
   {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    if (state.stopping || state.spin.count() == 0 || !state.shm) return;
+    std::unique_lock<std::mutex> lock(state.mutex);
+    if (state.stopping || state.spin.count() == 0 || !state.shm) {
+      lock.unlock();
+      hand_off(state);
+      return;
+    }
     ++state.drivers;
     // Peers need not poke while this thread reads the rings.
     for (auto& link : state.links) {
@@ -90,6 +99,7 @@ void drive(State& state, const std::function<bool()>& done) {
   }
   // Spins for up to `spin` with nothing moving: a message longer than a ring streams on.
   Deadline until = Clock::now() + state.spin;
+  bool finished = false;
   for (int pass = 1;; ++pass) {
     std::vector<Ready> due;
     bool moved = false;
@@ -103,7 +113,8 @@ void drive(State& state, const std::function<bool()>& done) {
       due.swap(state.ready);
     }
     run(due);
-    if (done()) break;
+    finished = done();
+    if (finished) break;
     const Deadline now = Clock::now();
     if (moved) until = now + state.spin;
     if (now >= until) break;
@@ -116,6 +127,7 @@ void drive(State& state, const std::function<bool()>& done) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
+    if (!finished) state.unattended = true;
     if (--state.drivers == 0 && state.thread_asleep) {
       wake = state.ask_for_pokes() || state.needs_thread();
     }
@@ -224,6 +236,10 @@ void P2PEngine::recv(int peer, int64_t tag, void* data, size_t bytes, Deadline d
 
 P2PEngine::Driver P2PEngine::driver() const {
   return [state = state_](const std::function<bool()>& done) { drive(*state, done); };
+}
+
+std::function<void()> P2PEngine::handoff() const {
+  return [state = state_] { hand_off(*state); };
 }
 
 void P2PEngine::announce_failure(const std::string& report, Deadline flush_by) {

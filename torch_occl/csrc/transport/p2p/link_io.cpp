@@ -167,10 +167,12 @@ bool State::awaits_frames() const {
 }
 
 bool State::ask_for_pokes() {
-  // Not while a caller reads the rings (it would be poked for its own reads), nor when no
-  // request waits for what arrives (a message then waits in the ring for the receive that reads
-  // it), nor for a payload left in the ring on purpose (its deadline wakes the thread).
-  const bool consumer = drivers == 0 && awaits_frames();
+  // Not while a caller reads the rings (it would be poked for its own reads), nor before a caller
+  // waits without reading them (the receive's waiter reads; a message nobody waits for waits in
+  // the ring for the receive that reads it), nor for a payload left in the ring on purpose (its
+  // deadline wakes the thread).
+  if (!awaits_frames()) unattended = false;
+  const bool consumer = drivers == 0 && unattended;
   bool moved = false;
   for (int peer = 0; peer < static_cast<int>(links.size()); ++peer) {
     Link& link = links[peer];

@@ -52,6 +52,9 @@ struct State {
   std::string abort_reason;
   std::vector<Ready> ready;
   int drivers = 0;             // callers reading the rings themselves (drive())
+  // A caller waits without reading the rings (P2PEngine::handoff(), or its driver stopped
+  // spinning): the engine's thread must read what arrives. Cleared once no request awaits frames.
+  bool unattended = false;
   uint64_t bytes_moved = 0;    // through any link, ever: a driver spins on while they move
   bool thread_asleep = false;  // in poll(), until thread_wakes_at at the latest
   Deadline thread_wakes_at{};

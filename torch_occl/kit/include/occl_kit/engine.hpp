@@ -76,6 +76,11 @@ struct OpContext {
   // for a runtime whose own thread completes posted ops: waking that thread and then the waiter
   // costs more than a short message. It must stay callable after the runtime is gone.
   WaiterProgress progress_while_waiting;
+  // Posted ops with progress_while_waiting only, optional: called when a thread waits for the op
+  // without calling progress_while_waiting (it polls isCompleted, or waits on getFuture). A
+  // runtime may leave a posted op to its waiter's progress until then, and hand it to its own
+  // thread here; progress_while_waiting returning before the op is done is a cue of its own.
+  std::function<void()> wait_without_progress;
   // Queued ops: every rank of the group has entered this op. The engine exchanged their
   // signatures before running it, which is itself a barrier: a barrier op has nothing left to do.
   bool all_ranks_entered = false;

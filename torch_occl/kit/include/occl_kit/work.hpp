@@ -19,7 +19,8 @@ class Engine;
 
 // A posted op's runtime may let the thread about to wait for the op move it (OpContext): called
 // with a test of whether the op is done, it works on this thread until the test passes or for as
-// long as it cares to spin, then returns; wait() then sleeps until the op completes.
+// long as it cares to spin, then returns; wait() then sleeps until the op completes. The other
+// ways to wait (isCompleted, getFuture) tell the runtime instead (OpContext::wait_without_progress).
 using WaiterProgress = std::function<void(const std::function<bool()>& done)>;
 
 // Its future holds the op's output tensors (as gloo's does), so DDP comm hooks can read them. A
@@ -71,6 +72,11 @@ class Work : public c10d::Work {
   friend class Engine;
   Executor::Ticket ticket_;  // set once by the engine, before the Work is returned
   WaiterProgress progress_;  // likewise, for a posted op whose runtime gave one
+  std::function<void()> wait_without_progress_;  // likewise (OpContext)
+  // Tells the runtime that a thread waits without moving the op (OpContext).
+  void waited_without_progress();
+  // getFuture() without that telling: all_of watches its members' futures, not a thread.
+  c10::intrusive_ptr<c10::ivalue::Future> future();
   int64_t record_ = -1;      // in the flight recorder (flight_recorder.hpp), if recorded
   // Completes `future` as the op did.
   void mark(c10::ivalue::Future& future, const std::exception_ptr& error) const;
