@@ -73,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
     option("--rounds", type=int, default=5, help=with_default("rounds per peer, alternating"))
     option("--transport", choices=("auto", "tcp", "shm"), default=None,
            help=with_default("sets OCCL_TRANSPORT for the run; unset: occl's own choice"))
+    option("--hosts", type=int, default=1,
+           help=with_default("pretend the ranks run on this many hosts, consecutive ranks on each "
+                             "(OCCL_HOST_ID): they share no memory and talk TCP between hosts"))
     option("--bind", action="store_true",
            help=with_default("pin rank r to CPU r modulo the CPUs available (every peer)"))
     option("--shared-tensors", action="store_true",
@@ -100,6 +103,8 @@ def _arguments(argv) -> argparse.Namespace:
     unknown = [name for name in args.peers if name not in PEERS]
     if unknown:
         parse.error(f"--peers: unknown {unknown}; choose from {PEERS}")
+    if args.hosts < 1 or args.world_size % args.hosts:
+        parse.error(f"--hosts {args.hosts} must divide --world-size {args.world_size}")
     if args.fresh_inputs and args.shared_tensors:
         parse.error("--fresh-inputs allocates with torch.empty on every peer: it cannot be "
                     "combined with --shared-tensors")

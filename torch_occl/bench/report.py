@@ -27,7 +27,8 @@ def head_lines(head: dict) -> list[str]:
     tensors = ", occl's tensors from shared_empty" if head["shared_tensors"] else ""
     if head.get("fresh_inputs"):
         tensors += ", a new input tensor every call"
-    lines = [f"# world size {head['world_size']} ({head['launcher']}), {head['dtype']}, occl "
+    hosts = f" on {head['hosts']} hosts (OCCL_HOST_ID)" if head.get("hosts", 1) > 1 else ""
+    lines = [f"# world size {head['world_size']}{hosts} ({head['launcher']}), {head['dtype']}, occl "
              f"transport {head['transport']}{tensors}, single-core memcpy "
              f"{head['memcpy_gbps']:.2f} GB/s, CPUs per rank {head['cpus_per_rank']}, median of "
              f"{head['rounds']} alternating rounds, {CALL_LABELS[head['call']]}"]

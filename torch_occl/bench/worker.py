@@ -99,6 +99,8 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
     if args.bind:  # before any thread starts, so that all of them inherit it
         allowed = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {allowed[rank % len(allowed)]})
+    if args.hosts > 1:
+        os.environ["OCCL_HOST_ID"] = f"bench-host-{rank * args.hosts // world_size}"
     warnings.filterwarnings("ignore")  # torch's deprecation notices would bury the progress
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size,
@@ -114,7 +116,7 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
     dist.all_gather_object(cpus, sorted(os.sched_getaffinity(0)), group=gloo)
     names = [peer.name for peer in peers]
     head = {"world_size": world_size, "memcpy_gbps": memcpy,
-            "transport": os.environ.get("OCCL_TRANSPORT", "auto"),
+            "transport": os.environ.get("OCCL_TRANSPORT", "auto"), "hosts": args.hosts,
             "shared_tensors": args.shared_tensors, "fresh_inputs": args.fresh_inputs,
             "cpus_per_rank": cpus, "dtype": args.dtype,
             "peers": names, "skipped": skipped, "rounds": args.rounds, "call": args.call,

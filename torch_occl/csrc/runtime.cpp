@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 
+#include "algorithms/hierarchical.hpp"
 #include "tuning.hpp"
 #include "transport/bootstrap.hpp"
 #include "transport/mesh.hpp"
@@ -64,7 +65,8 @@ MeshRuntime::MeshRuntime(const kit::Subgroup& subgroup, transport::SubgroupLinks
 void MeshRuntime::start(int rank, int size, transport::SubgroupLinks links) {
   // Collectives and point-to-point messages share the region, on rings of their own.
   std::shared_ptr<transport::ShmLinks> shm = std::move(links.shm.links);
-  mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(links.collective), shm);
+  mesh_ = std::make_shared<transport::Mesh>(rank, size, std::move(links.collective), shm,
+                                            std::move(links.shm.hosts));
   // Very large messages between ranks that may copy from each other's memory are lent (p2p.hpp).
   std::optional<transport::PeerMemory> peer_memory;
   if (mesh_->peer_memory()) peer_memory = *mesh_->peer_memory();
@@ -115,7 +117,9 @@ void MeshRuntime::log_choices(const std::string& single_copies_off) const {
   kit::debug_log(
       "occl", kit::DebugLevel::Info, where,
       "allreduce and reduce in one round up to " +
-          std::to_string(tuning.direct_allreduce_max_bytes) + " bytes x (ranks - 1), else a ring in " +
+          std::to_string(tuning.direct_allreduce_max_bytes) + " bytes x (ranks - 1), else " +
+          (algorithms::hierarchical::applies(*mesh_) ? "allreduce within, across and within hosts, "
+                                                     : "") + "a ring in " +
           std::to_string(tuning.pipeline_chunk_bytes) + "-byte pieces; chain broadcast from " +
           std::to_string(tuning.chain_broadcast_min_bytes) + " bytes; rings of " +
           std::to_string(tuning.shm_ring_bytes) + " bytes; loopback send buffer " +

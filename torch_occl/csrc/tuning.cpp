@@ -33,6 +33,7 @@ const Tuning& Tuning::get() {
     override_from_env("OCCL_SPIN_US", t.spin_us);
     override_from_env("OCCL_DEFERRED_ASYNC_MAX_BYTES", t.deferred_async_max_bytes);
     override_from_env("OCCL_CHECK_SIGNATURES", t.check_signatures);
+    override_from_env("OCCL_HIERARCHICAL", t.hierarchical);
     override_from_env("OCCL_FLOAT16_LANES", t.float16_lanes);
     if (t.pipeline_chunk_bytes == 0) t.pipeline_chunk_bytes = 1;
     return t;

@@ -1,5 +1,6 @@
 #include "algorithms.hpp"
 
+#include "hierarchical.hpp"
 #include "ring.hpp"
 #include "single_copy.hpp"
 
@@ -52,14 +53,15 @@ bool is_small(size_t count, Reduction reduction, int ranks) {
 
 // How a reduction runs: decided once per op, by the functions below, for the reduction itself
 // and for rounds_once.
-enum class Path { Nothing, Direct, SingleCopy, Ring };
+enum class Path { Nothing, Direct, SingleCopy, Ring, Hierarchical };
 
 Path allreduce_path(const Mesh& mesh, size_t count, Reduction reduction) {
   const int n = mesh.size();
   if (n == 1 || count == 0) return Path::Nothing;
   if (is_small(count, reduction, n)) return Path::Direct;
   const size_t bytes = count * kernels::element_size(reduction.dtype);
-  return single_copy::applies(mesh, bytes) ? Path::SingleCopy : Path::Ring;
+  if (single_copy::applies(mesh, bytes)) return Path::SingleCopy;
+  return hierarchical::applies(mesh) ? Path::Hierarchical : Path::Ring;
 }
 
 Path reduce_scatter_path(const Mesh& mesh, size_t block_count, Reduction reduction) {
@@ -80,6 +82,9 @@ bool rounds_once(const Mesh& mesh, Reducing what, size_t count, Reduction reduct
   const Path path = what == Reducing::AllReduce       ? allreduce_path(mesh, count, reduction)
                     : what == Reducing::ReduceScatter ? reduce_scatter_path(mesh, count, reduction)
                                                       : reduce_path(mesh, count, reduction);
+  // A flat ring of two ranks meets both inputs in one kernel call; longer rings and the
+  // hierarchy reduce partial sums again.
+  if (path == Path::Hierarchical) return false;
   return path != Path::Ring || mesh.size() == 2;
 }
 
@@ -90,8 +95,10 @@ void allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction, Deadli
     case Path::SingleCopy:
       return single_copy::allreduce(mesh, static_cast<char*>(data), count, reduction, deadline);
     case Path::Ring:
-      return ring_allreduce(mesh, static_cast<char*>(data), Segments::even(count, mesh.size()),
-                            reduction, deadline);
+      return ring_allreduce(mesh, Ring::whole(mesh), static_cast<char*>(data),
+                            Segments::even(count, mesh.size()), reduction, deadline);
+    case Path::Hierarchical:
+      return hierarchical::allreduce(mesh, static_cast<char*>(data), count, reduction, deadline);
   }
 }
 
@@ -119,7 +126,8 @@ void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
   // the reduced segments.
   Segments segments = Segments::even(count, n);
   const int r = mesh.rank();
-  ring_reduce_scatter(mesh, {bytes, bytes, bytes + segments.begin(r) * element}, segments,
+  ring_reduce_scatter(mesh, Ring::whole(mesh), {bytes, bytes, bytes + segments.begin(r) * element},
+                      segments,
                       reduction, deadline);
   if (r != root) {
     return mesh.exchange(
@@ -144,8 +152,8 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
   if (reduce_scatter_path(mesh, block_count, reduction) == Path::SingleCopy) {
     return single_copy::reduce_scatter(mesh, buffers, block_count, reduction, deadline);
   }
-  ring_reduce_scatter(mesh, buffers, Segments::blocks(block_count, mesh.size()), reduction,
-                      deadline);
+  ring_reduce_scatter(mesh, Ring::whole(mesh), buffers, Segments::blocks(block_count, mesh.size()),
+                      reduction, deadline);
 }
 
 void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
@@ -153,8 +161,8 @@ void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
   if (single_copy::applies(mesh, block_bytes * mesh.size())) {
     return single_copy::allgather(mesh, static_cast<char*>(data), block_bytes, deadline);
   }
-  ring_allgather(mesh, static_cast<char*>(data), Segments::blocks(block_bytes, mesh.size()), 1,
-                 deadline);
+  ring_allgather(mesh, Ring::whole(mesh), static_cast<char*>(data),
+                 Segments::blocks(block_bytes, mesh.size()), 1, deadline);
 }
 
 // Large broadcasts to more than one rank: a pipelined chain root -> root+1 -> ... in pieces, so

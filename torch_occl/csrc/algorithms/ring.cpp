@@ -19,6 +19,12 @@ Segments Segments::even(size_t total, int parts) {
   return s;
 }
 
+Ring Ring::whole(const Mesh& mesh) {
+  Ring ring{std::vector<int>(mesh.size()), mesh.rank()};
+  for (int r = 0; r < mesh.size(); ++r) ring.ranks[r] = r;
+  return ring;
+}
+
 Segments Segments::blocks(size_t block, int parts) {
   Segments s;
   s.offsets.resize(parts + 1);
@@ -62,10 +68,11 @@ struct Pieces {
 // One piece of a reduce-scatter step: receive the previous rank's partial piece of
 // `recv_segment` and fold it into ours, while sending ours of `send_segment` on. Step 0 sends
 // from the input; later steps send the partial sums the step before wrote.
-void reduce_step_piece(Mesh& mesh, const ReduceBuffers& buffers, const Pieces& pieces, int step,
-                       size_t p, char* incoming, Reduction reduction, Deadline deadline) {
-  const int n = mesh.size();
-  const int r = mesh.rank();
+void reduce_step_piece(Mesh& mesh, const Ring& ring, const ReduceBuffers& buffers,
+                       const Pieces& pieces, int step, size_t p, char* incoming,
+                       Reduction reduction, Deadline deadline) {
+  const int n = ring.size();
+  const int r = ring.position;
   const size_t element = kernels::element_size(reduction.dtype);
   const int send_segment = ring_index(r - step - 1, n);
   const int recv_segment = ring_index(r - step - 2, n);
@@ -75,23 +82,21 @@ void reduce_step_piece(Mesh& mesh, const ReduceBuffers& buffers, const Pieces& p
   char* target = recv_segment == r
                      ? buffers.output + (recv_at - pieces.segments.begin(r)) * element
                      : buffers.partial + recv_at * element;
-  mesh.exchange({{ring_index(r + 1, n), send_from, send_count * element}},
-                {{ring_index(r - 1, n), incoming, recv_count * element}}, deadline);
+  mesh.exchange({{ring.next(), send_from, send_count * element}},
+                {{ring.previous(), incoming, recv_count * element}}, deadline);
   const void* sources[2] = {incoming, buffers.input + recv_at * element};
   kernels::reduce(target, sources, 2, recv_count, reduction.dtype, reduction.op);
 }
 
 // One piece of an allgather step: pass our complete piece of `send_segment` on and take in the
 // previous rank's of `recv_segment`.
-void gather_step_piece(Mesh& mesh, char* data, const Pieces& pieces, int send_segment,
-                       int recv_segment, size_t p, size_t element, Deadline deadline) {
-  const int n = mesh.size();
-  const int r = mesh.rank();
+void gather_step_piece(Mesh& mesh, const Ring& ring, char* data, const Pieces& pieces,
+                       int send_segment, int recv_segment, size_t p, size_t element,
+                       Deadline deadline) {
   auto [send_at, send_count] = pieces.of(send_segment, p);
   auto [recv_at, recv_count] = pieces.of(recv_segment, p);
-  mesh.exchange({{ring_index(r + 1, n), data + send_at * element, send_count * element}},
-                {{ring_index(r - 1, n), data + recv_at * element, recv_count * element}},
-                deadline);
+  mesh.exchange({{ring.next(), data + send_at * element, send_count * element}},
+                {{ring.previous(), data + recv_at * element, recv_count * element}}, deadline);
 }
 
 // Reduce-scatter step s passes segment r-s-1 on and takes in segment r-s-2 (see
@@ -103,52 +108,56 @@ int gather_recv_segment(int r, int step, int n) { return ring_index(r - step - 1
 
 }  // namespace
 
-void ring_reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, const Segments& segments,
-                         Reduction reduction, Deadline deadline) {
+void ring_reduce_scatter(Mesh& mesh, const Ring& ring, const ReduceBuffers& buffers,
+                         const Segments& segments, Reduction reduction, Deadline deadline) {
   const size_t element = kernels::element_size(reduction.dtype);
   const Pieces pieces = Pieces::chunked(segments, element);
   std::unique_ptr<char[]> incoming(new char[pieces.per_piece * element]);
-  for (int step = 0; step < mesh.size() - 1; ++step) {
+  for (int step = 0; step < ring.size() - 1; ++step) {
     for (size_t p = 0; p < pieces.count; ++p) {
-      reduce_step_piece(mesh, buffers, pieces, step, p, incoming.get(), reduction, deadline);
+      reduce_step_piece(mesh, ring, buffers, pieces, step, p, incoming.get(), reduction,
+                        deadline);
     }
   }
 }
 
-void ring_allgather(Mesh& mesh, char* data, const Segments& segments, size_t element_bytes,
-                    Deadline deadline) {
-  const int n = mesh.size();
-  const int r = mesh.rank();
+void ring_allgather(Mesh& mesh, const Ring& ring, char* data, const Segments& segments,
+                    size_t element_bytes, Deadline deadline) {
+  const int n = ring.size();
+  const int r = ring.position;
   for (int step = 0; step < n - 1; ++step) {
-    gather_step_piece(mesh, data, Pieces::whole(segments), gather_send_segment(r, step, n),
+    gather_step_piece(mesh, ring, data, Pieces::whole(segments), gather_send_segment(r, step, n),
                       gather_recv_segment(r, step, n), 0, element_bytes, deadline);
   }
 }
 
-void ring_allreduce(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
-                    Deadline deadline) {
-  const int n = mesh.size();
-  const int r = mesh.rank();
+void ring_allreduce(Mesh& mesh, const Ring& ring, char* data, const Segments& segments,
+                    Reduction reduction, Deadline deadline) {
+  const int n = ring.size();
+  const int r = ring.position;
   const size_t element = kernels::element_size(reduction.dtype);
   const Pieces pieces = Pieces::chunked(segments, element);
   const ReduceBuffers in_place{data, data, data + segments.begin(r) * element};
   std::unique_ptr<char[]> incoming(new char[pieces.per_piece * element]);
   for (int step = 0; step < n - 2; ++step) {
     for (size_t p = 0; p < pieces.count; ++p) {
-      reduce_step_piece(mesh, in_place, pieces, step, p, incoming.get(), reduction, deadline);
+      reduce_step_piece(mesh, ring, in_place, pieces, step, p, incoming.get(), reduction,
+                        deadline);
     }
   }
   // The last reduce-scatter step completes segment r piece by piece; each piece goes straight
   // on as the first allgather step's, while it is still in cache, instead of being read back
   // from memory in a separate pass.
   for (size_t p = 0; p < pieces.count; ++p) {
-    reduce_step_piece(mesh, in_place, pieces, n - 2, p, incoming.get(), reduction, deadline);
-    gather_step_piece(mesh, data, pieces, gather_send_segment(r, 0, n),
+    reduce_step_piece(mesh, ring, in_place, pieces, n - 2, p, incoming.get(), reduction,
+                      deadline);
+    gather_step_piece(mesh, ring, data, pieces, gather_send_segment(r, 0, n),
                       gather_recv_segment(r, 0, n), p, element, deadline);
   }
   for (int step = 1; step < n - 1; ++step) {
-    gather_step_piece(mesh, data, Pieces::whole(segments), gather_send_segment(r, step, n),
-                      gather_recv_segment(r, step, n), 0, element, deadline);
+    gather_step_piece(mesh, ring, data, Pieces::whole(segments),
+                      gather_send_segment(r, step, n), gather_recv_segment(r, step, n), 0,
+                      element, deadline);
   }
 }
 

@@ -1,5 +1,7 @@
 // Ring algorithms: each step sends one segment to the next rank and receives one from the
 // previous, so every link carries (n-1)/n of the data: bandwidth-optimal for large messages.
+// A ring is the whole group or a part of it (hierarchical.hpp: the ranks of one host, or one
+// rank of each host); segment i is the one its i-th member ends with.
 #pragma once
 
 #include "algorithms.hpp"
@@ -18,17 +20,29 @@ struct Segments {
   size_t count(int i) const { return offsets[i + 1] - offsets[i]; }
 };
 
-// Rank r ends with segment r reduced over all ranks in `output`; see ReduceBuffers.
-void ring_reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, const Segments& segments,
-                         Reduction reduction, Deadline deadline);
+// The ranks of a ring, in ring order, and this rank's position among them.
+struct Ring {
+  std::vector<int> ranks;
+  int position;
 
-// Every rank ends with every segment reduced over all ranks: a reduce-scatter whose last step
+  static Ring whole(const Mesh& mesh);  // every rank of the group, in rank order
+  int size() const { return static_cast<int>(ranks.size()); }
+  int next() const { return ranks[(position + 1) % size()]; }
+  int previous() const { return ranks[(position + size() - 1) % size()]; }
+};
+
+// The member at position p ends with segment p reduced over the ring in `output`; see
+// ReduceBuffers.
+void ring_reduce_scatter(Mesh& mesh, const Ring& ring, const ReduceBuffers& buffers,
+                         const Segments& segments, Reduction reduction, Deadline deadline);
+
+// Every member ends with every segment reduced over the ring: a reduce-scatter whose last step
 // hands each reduced piece straight to the allgather.
-void ring_allreduce(Mesh& mesh, char* data, const Segments& segments, Reduction reduction,
-                    Deadline deadline);
+void ring_allreduce(Mesh& mesh, const Ring& ring, char* data, const Segments& segments,
+                    Reduction reduction, Deadline deadline);
 
-// Segment r must be complete on rank r; every rank ends with all segments.
-void ring_allgather(Mesh& mesh, char* data, const Segments& segments, size_t element_bytes,
-                    Deadline deadline);
+// Segment p must be complete on the member at position p; every member ends with all segments.
+void ring_allgather(Mesh& mesh, const Ring& ring, char* data, const Segments& segments,
+                    size_t element_bytes, Deadline deadline);
 
 }  // namespace occl::algorithms

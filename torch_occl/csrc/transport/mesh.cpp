@@ -83,8 +83,13 @@ struct Mesh::Pass {
   std::vector<pollfd> fds;  // for poll(): the abort eventfd, then the TCP links still pending
 };
 
-Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::shared_ptr<ShmLinks> shm)
-    : rank_(rank), size_(size), links_(static_cast<size_t>(size)), shm_(std::move(shm)) {
+Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::shared_ptr<ShmLinks> shm,
+           std::vector<int> hosts)
+    : rank_(rank),
+      size_(size),
+      links_(static_cast<size_t>(size)),
+      shm_(std::move(shm)),
+      hosts_(std::move(hosts)) {
   for (int r = 0; r < size; ++r) {
     links_[r].socket = std::move(peers[r]);
     if (shm_ && r != rank && shm_->reaches(r)) {

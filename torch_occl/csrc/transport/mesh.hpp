@@ -51,7 +51,9 @@ class Mesh {
  public:
   // peers[r] is the connection to rank r (invalid for r == rank); messages to the ranks `shm`
   // reaches travel through shared memory, the socket then only tells whether the peer lives.
-  Mesh(int rank, int size, std::vector<Socket> peers, std::shared_ptr<ShmLinks> shm);
+  // `hosts`: every rank's host, as SharedMemory::hosts (empty when not known).
+  Mesh(int rank, int size, std::vector<Socket> peers, std::shared_ptr<ShmLinks> shm,
+       std::vector<int> hosts = {});
   ~Mesh();
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;
@@ -76,6 +78,8 @@ class Mesh {
   const PeerMemory* peer_memory() const { return shm_ ? shm_->peer_memory() : nullptr; }
   // The shared-memory links, if any (subgroup.hpp reads which ranks share this host).
   const ShmLinks* shm_links() const { return shm_.get(); }
+  // Every rank's host (SharedMemory::hosts), the same on every rank; empty when not known.
+  const std::vector<int>& hosts() const { return hosts_; }
 
   // How long a waiting rank spins before it sleeps (0 when a host's ranks outnumber its cores).
   std::chrono::microseconds spin() const { return spin_; }
@@ -127,6 +131,7 @@ class Mesh {
   int size_;
   std::vector<Link> links_;
   std::shared_ptr<ShmLinks> shm_;  // shared with the group's p2p engine
+  std::vector<int> hosts_;
   std::chrono::microseconds spin_;  // how long a waiting rank spins before it sleeps
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up

@@ -217,10 +217,14 @@ SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& optio
   bootstrap.set("shm/host/" + std::to_string(rank), identity);
   std::vector<int> local_ranks;
   std::vector<int> remote_ranks;
+  std::vector<std::string> identities;  // of each host, in the order of their lowest ranks
+  std::vector<int> hosts(size);
   for (int r = 0; r < size; ++r) {
-    bool same = r == rank ||
-                bootstrap.wait("shm/host/" + std::to_string(r)) == identity;
-    (same ? local_ranks : remote_ranks).push_back(r);
+    const std::string theirs = r == rank ? identity : bootstrap.wait("shm/host/" + std::to_string(r));
+    hosts[r] = static_cast<int>(std::find(identities.begin(), identities.end(), theirs) -
+                                identities.begin());
+    if (hosts[r] == static_cast<int>(identities.size())) identities.push_back(theirs);
+    (theirs == identity ? local_ranks : remote_ranks).push_back(r);
   }
   std::string remote;
   for (int r : remote_ranks) remote += (remote.empty() ? "" : ", ") + std::to_string(r);
@@ -229,7 +233,7 @@ SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& optio
   if (options.mode == TransportMode::Shm && !remote_ranks.empty()) {
     throw TransportError(TransportError::Kind::System, "OCCL_TRANSPORT=shm, but " + elsewhere);
   }
-  if (local_ranks.size() < 2) return {nullptr, elsewhere};
+  if (local_ranks.size() < 2) return {nullptr, elsewhere, hosts};
 
   // The lowest local rank creates the region; the others map it and say whether that worked. All
   // of them read every answer, so they agree on using shared memory or not.
@@ -269,14 +273,14 @@ SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& optio
       throw TransportError(TransportError::Kind::System,
                            "OCCL_TRANSPORT=shm, but shared memory failed on " + first_failure);
     }
-    return {nullptr, "no shared memory: " + first_failure};  // auto: TCP carries everything
+    return {nullptr, "no shared memory: " + first_failure, hosts};  // auto: TCP carries all
   }
   const bool whole_group_local = local_ranks.size() == static_cast<size_t>(size);
   auto links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
                                           mapping.bytes, options.ring_bytes);
   std::string single_copies_off = whole_group_local ? "" : elsewhere;
   if (whole_group_local) links->set_peer_memory(probe_peer_memory(bootstrap, single_copies_off));
-  return {std::move(links), single_copies_off};
+  return {std::move(links), single_copies_off, hosts};
 }
 
 }  // namespace occl::transport

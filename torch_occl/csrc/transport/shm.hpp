@@ -145,6 +145,9 @@ class ShmLinks {
 struct SharedMemory {
   std::unique_ptr<ShmLinks> links;
   std::string single_copies_off;
+  // Every rank's host, numbered in the order of their lowest ranks; the same on every rank.
+  // Empty when not known (OCCL_TRANSPORT=tcp, a group of one).
+  std::vector<int> hosts;
 };
 
 // Finds the ranks that share this rank's host (same kernel boot, user, and network and pid

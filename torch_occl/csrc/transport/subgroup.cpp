@@ -181,6 +181,19 @@ std::vector<Socket> join_members(const Socket& listener, const Nonce& own_nonce,
   return links;
 }
 
+// The members' hosts (SharedMemory::hosts), numbered anew in the order of their lowest members.
+std::vector<int> member_hosts(const std::vector<int>& group_hosts, const std::vector<int>& members) {
+  if (group_hosts.empty()) return {};
+  std::vector<int> seen;  // group host numbers, in the order the members meet them
+  std::vector<int> hosts;
+  for (int member : members) {
+    const auto at = std::find(seen.begin(), seen.end(), group_hosts[member]);
+    hosts.push_back(static_cast<int>(at - seen.begin()));
+    if (at == seen.end()) seen.push_back(group_hosts[member]);
+  }
+  return hosts;
+}
+
 }  // namespace
 
 SubgroupLinks form_subgroup(P2PEngine& group_p2p, const Mesh& group,
@@ -291,6 +304,7 @@ SubgroupLinks form_subgroup(P2PEngine& group_p2p, const Mesh& group,
     links.shm = {std::move(shm), single_copies_off};
   }
 
+  links.shm.hosts = member_hosts(group.hosts(), members);
   links.collective = join_members(collective_listener, mine.collective_nonce, me, records,
                                   &MemberRecord::collective_port, &MemberRecord::collective_nonce,
                                   deadline);

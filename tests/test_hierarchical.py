@@ -1,0 +1,104 @@
+"""allreduce over a group that spans hosts: within each host, across hosts, within again
+(torch_occl/csrc/algorithms/hierarchical.hpp).
+
+Hosts here are made with OCCL_HOST_ID: ranks with different values never share memory, so they
+talk TCP as ranks on two machines would (tests/test_two_hosts.py runs real network namespaces).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from dist_harness import DistPool, occl_only
+
+pytestmark = occl_only("occl's algorithms")
+
+AUTO = {"OCCL_TRANSPORT": "auto"}
+BYTES_ACKED_AT = 120  # struct tcp_info: tcpi_bytes_acked (linux/tcp.h)
+
+
+def hosts_env(world_size, per_host):
+    return {r: {"OCCL_HOST_ID": f"host{r // per_host}"} for r in range(world_size)}
+
+
+def _bytes_sent_over_tcp():
+    """Bytes this process's TCP connections have had acknowledged, all of them together."""
+    total = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        with sock:
+            if sock.family != socket.AF_INET or sock.type != socket.SOCK_STREAM:
+                continue
+            try:
+                sock.getpeername()
+                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+            except OSError:
+                continue
+            if len(info) >= BYTES_ACKED_AT + 8:
+                total += struct.unpack_from("Q", info, BYTES_ACKED_AT)[0]
+    return total
+
+
+def w_allreduce_every_size(rank, ws, dtype_name):
+    dtype = getattr(torch, dtype_name)
+    wrong = []
+    # Direct, then ring sizes: uneven shares, a share smaller than the hosts, whole pieces.
+    for n in (7, 70_001, 262_147, 1 << 21):
+        base = torch.arange(n) % 89
+        t = (base + rank).to(dtype)
+        dist.all_reduce(t)
+        expected = (base * ws + sum(range(ws))).to(dtype)
+        if not torch.equal(t, expected):
+            wrong.append((n, int((t != expected).sum())))
+        m = torch.full((n,), float(rank % 3), dtype=dtype)
+        m[n // 2] = -rank
+        dist.all_reduce(m, op=dist.ReduceOp.MAX)
+        expected = torch.full((n,), float(min(2, ws - 1)), dtype=dtype)
+        expected[n // 2] = 0
+        if not torch.equal(m, expected):
+            wrong.append(("max", n))
+    return wrong
+
+
+@pytest.mark.parametrize("world_size,per_host", [(4, 2), (6, 3), (6, 2), (3, 2)],
+                         ids=["2x2", "2x3", "3x2", "uneven-2+1"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
+def test_allreduce_across_hosts_matches_the_sum(world_size, per_host, dtype):
+    # 2+1 ranks cannot be split evenly: the flat ring runs there, and must be as right.
+    with DistPool(world_size, env=AUTO, rank_env=hosts_env(world_size, per_host)) as pool:
+        for rank, wrong in enumerate(pool.run(w_allreduce_every_size, dtype)):
+            assert wrong == [], f"rank {rank}: wrong elements {wrong}"
+
+
+def w_tcp_bytes_of_allreduces(rank, ws, nbytes, rounds):
+    t = torch.ones(nbytes // 4)
+    dist.all_reduce(t)  # links warmed, buffers grown
+    dist.barrier()
+    before = _bytes_sent_over_tcp()
+    for _ in range(rounds):
+        dist.all_reduce(t)
+    dist.barrier()
+    return (_bytes_sent_over_tcp() - before) / rounds
+
+
+def test_every_rank_sends_its_share_across_hosts():
+    # 2 hosts x 2 ranks, 4 MiB: across hosts each rank sends half its host's sum of the data in
+    # the reduce-scatter and half in the allgather, a quarter of it each way: 2 MiB in all. The
+    # flat ring 0 -> 1 -> 2 -> 3 -> 0 crosses only from ranks 1 and 3, 6 MiB each, and 0 from
+    # ranks 0 and 2.
+    nbytes, rounds = 4 << 20, 5
+    with DistPool(4, env=AUTO, rank_env=hosts_env(4, 2)) as pool:
+        sent = pool.run(w_tcp_bytes_of_allreduces, nbytes, rounds)
+    for rank, per_allreduce in enumerate(sent):
+        assert 0.45 * nbytes < per_allreduce < 0.6 * nbytes, (
+            f"rank {rank} sent {per_allreduce / nbytes:.2f}x the tensor over TCP per allreduce; "
+            f"every rank: {[round(s / nbytes, 2) for s in sent]}")

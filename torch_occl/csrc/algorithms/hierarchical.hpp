@@ -1,0 +1,19 @@
+// Collectives over a group that spans hosts, in two levels: within each host (its shared memory),
+// then across hosts between the ranks that hold the same place on theirs, then within each host
+// again. With L ranks a host, each rank sends 1/L of the data across hosts, all of them at once,
+// where a flat ring sends nearly twice the data through the few links of its that cross.
+#pragma once
+
+#include "algorithms.hpp"
+
+namespace occl::algorithms::hierarchical {
+
+// Whether the group spans two or more hosts with the same number of ranks, two or more, on each
+// (Mesh::hosts), and OCCL_HIERARCHICAL is on: the same answer on every rank.
+bool applies(const Mesh& mesh);
+
+// As algorithms::allreduce: a ring reduce-scatter within the host, a ring allreduce of this
+// rank's share across hosts, a ring allgather of the shares within the host.
+void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline);
+
+}  // namespace occl::algorithms::hierarchical
