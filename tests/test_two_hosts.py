@@ -9,55 +9,33 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
 from dist_harness import occl_only
 from tcp_links import send_buffer_for
+from torch_occl.bench.two_hosts import ADDRESSES, NamespacesUnavailable, network_namespaces
 
 pytestmark = occl_only("occl's transports")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(REPO, "tests", "scripts", "two_hosts_worker.py")
-ADDRESSES = {"a": "10.231.7.1", "b": "10.231.7.2"}
 RANKS_ON = {"a": [0, 1], "b": [2, 3]}
-
-
-def _ip(*args):
-    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=20)
 
 
 @pytest.fixture
 def two_hosts():
     """{"a": netns name, "b": netns name}, wired with a veth pair; removed afterwards."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 (`ip netns`) to make network namespaces")
-    tag = uuid.uuid4().hex[:6]
-    names = {host: f"occl-{host}-{tag}" for host in ADDRESSES}
-    veth = {host: f"vo{host}{tag}" for host in ADDRESSES}
     try:
-        for host, ns in names.items():
-            _ip("netns", "add", ns)
-            _ip("-n", ns, "link", "set", "lo", "up")
-        _ip("link", "add", veth["a"], "type", "veth", "peer", "name", veth["b"])
-        for host, ns in names.items():
-            _ip("link", "set", veth[host], "netns", ns)
-            _ip("-n", ns, "addr", "add", f"{ADDRESSES[host]}/24", "dev", veth[host])
-            _ip("-n", ns, "link", "set", veth[host], "up")
-    except subprocess.CalledProcessError as e:
-        for ns in names.values():
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        pytest.skip(f"cannot make network namespaces here: {e.stderr.strip()}")
-    yield names
-    for ns in names.values():
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)  # takes the veth along
+        with network_namespaces() as hosts:
+            yield {name: host.namespace for name, host in hosts.items()}
+    except NamespacesUnavailable as e:
+        pytest.skip(str(e))
 
 
 def _free_port():
