@@ -174,12 +174,21 @@ def test_help_documents_every_option_with_its_default():
     parse = parser()
     text = parse.format_help()
     options = [action for action in parse._actions if action.option_strings != ["-h", "--help"]]
-    assert len(options) == 18
+    assert len(options) == 19
     for action in options:
         assert action.option_strings[0] in text
         assert action.help and action.help.endswith("(default: %(default)s)"), action.dest
     assert " ".join(text.split()).count("(default: ") == len(options)
     assert "largest size (default: 64M)" in " ".join(text.split())
+
+
+def test_hosts_must_divide_the_world(capsys):
+    from torch_occl.bench.__main__ import _arguments
+
+    with pytest.raises(SystemExit):
+        _arguments(["--world-size", "4", "--hosts", "3"])
+    assert "--hosts 3 must divide --world-size 4" in capsys.readouterr().err
+    assert _arguments(["--world-size", "4", "--hosts", "2"]).hosts == 2
 
 
 def test_json_keeps_every_round_of_a_sizes_list_and_the_reduce_op(tmp_path):
