@@ -7,6 +7,7 @@ talk TCP as ranks on two machines would (tests/test_two_hosts.py runs real netwo
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import struct
@@ -102,3 +103,33 @@ def test_every_rank_sends_its_share_across_hosts():
         assert 0.45 * nbytes < per_allreduce < 0.6 * nbytes, (
             f"rank {rank} sent {per_allreduce / nbytes:.2f}x the tensor over TCP per allreduce; "
             f"every rank: {[round(s / nbytes, 2) for s in sent]}")
+
+
+def w_split_across_hosts(rank, ws, nbytes, rounds):
+    """Ranks 0-3 (hosts 0 and 1) and 4-5 (host 2) split the world (ProcessGroup.split_group);
+    returns (sums right, bytes sent over TCP per allreduce of the subgroup)."""
+    members = [0, 1, 2, 3] if rank < 4 else [4, 5]
+    sub = dist.group.WORLD.split_group(members, timeout=datetime.timedelta(seconds=60),
+                                       group_name=f"from-{members[0]}")
+    t = torch.full((nbytes // 4,), float(rank))
+    sub.allreduce([t]).wait()
+    right = bool(torch.all(t == sum(members)))
+    dist.barrier()
+    before = _bytes_sent_over_tcp()
+    for _ in range(rounds):
+        sub.allreduce([t]).wait()
+    dist.barrier()
+    return right, (_bytes_sent_over_tcp() - before) / rounds
+
+
+def test_a_split_subgroup_spanning_hosts_runs_in_two_levels():
+    # The subgroup learns its members' hosts from the group's: ranks 0-3 are 2 hosts x 2.
+    nbytes, rounds = 4 << 20, 3
+    with DistPool(6, env=AUTO, rank_env=hosts_env(6, 2)) as pool:
+        results = pool.run(w_split_across_hosts, nbytes, rounds)
+    for rank, (right, sent) in enumerate(results):
+        assert right, f"rank {rank}: wrong sums"
+        if rank < 4:
+            assert 0.45 * nbytes < sent < 0.6 * nbytes, (
+                f"rank {rank} sent {sent / nbytes:.2f}x the tensor over TCP per allreduce; "
+                f"ranks 0-3: {[round(s / nbytes, 2) for _, s in results[:4]]}")
