@@ -1,4 +1,4 @@
-"""allreduce over a group that spans hosts: within each host, across hosts, within again
+"""Collectives over a group that spans hosts: within each host, across hosts, within again
 (torch_occl/csrc/algorithms/hierarchical.hpp).
 
 Hosts here are made with OCCL_HOST_ID: ranks with different values never share memory, so they
@@ -49,17 +49,17 @@ def _bytes_sent_over_tcp():
     return total
 
 
-def w_allreduce_every_size(rank, ws, dtype_name):
+def w_every_size(rank, ws, dtype_name):
+    """all_reduce (SUM, MAX), all_gather_into_tensor and reduce_scatter_tensor at sizes from the
+    direct path up: uneven shares, shares smaller than the hosts, whole pieces."""
     dtype = getattr(torch, dtype_name)
     wrong = []
-    # Direct, then ring sizes: uneven shares, a share smaller than the hosts, whole pieces.
     for n in (7, 70_001, 262_147, 1 << 21):
         base = torch.arange(n) % 89
         t = (base + rank).to(dtype)
         dist.all_reduce(t)
-        expected = (base * ws + sum(range(ws))).to(dtype)
-        if not torch.equal(t, expected):
-            wrong.append((n, int((t != expected).sum())))
+        if not torch.equal(t, (base * ws + sum(range(ws))).to(dtype)):
+            wrong.append(("sum", n, int((t != (base * ws + sum(range(ws))).to(dtype)).sum())))
         m = torch.full((n,), float(rank % 3), dtype=dtype)
         m[n // 2] = -rank
         dist.all_reduce(m, op=dist.ReduceOp.MAX)
@@ -67,42 +67,64 @@ def w_allreduce_every_size(rank, ws, dtype_name):
         expected[n // 2] = 0
         if not torch.equal(m, expected):
             wrong.append(("max", n))
+        block = max(1, n // ws)
+        gathered = torch.empty(block * ws, dtype=dtype)
+        dist.all_gather_into_tensor(gathered, (torch.arange(block) % 89 + 100 * rank).to(dtype))
+        expected = torch.cat([(torch.arange(block) % 89 + 100 * r).to(dtype) for r in range(ws)])
+        if not torch.equal(gathered, expected):
+            wrong.append(("all_gather", block))
+        inputs = (torch.arange(block * ws) % 89 + rank).to(dtype)
+        reduced = torch.empty(block, dtype=dtype)
+        dist.reduce_scatter_tensor(reduced, inputs)
+        whole = (torch.arange(block * ws) % 89) * ws + sum(range(ws))
+        if not torch.equal(reduced, whole[rank * block:(rank + 1) * block].to(dtype)):
+            wrong.append(("reduce_scatter", block))
     return wrong
 
 
 @pytest.mark.parametrize("world_size,per_host", [(4, 2), (6, 3), (6, 2), (3, 2)],
                          ids=["2x2", "2x3", "3x2", "uneven-2+1"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
-def test_allreduce_across_hosts_matches_the_sum(world_size, per_host, dtype):
-    # 2+1 ranks cannot be split evenly: the flat ring runs there, and must be as right.
+def test_collectives_across_hosts_match_python(world_size, per_host, dtype):
+    # 2+1 ranks cannot be split evenly: the flat rings run there, and must be as right.
     with DistPool(world_size, env=AUTO, rank_env=hosts_env(world_size, per_host)) as pool:
-        for rank, wrong in enumerate(pool.run(w_allreduce_every_size, dtype)):
-            assert wrong == [], f"rank {rank}: wrong elements {wrong}"
+        for rank, wrong in enumerate(pool.run(w_every_size, dtype)):
+            assert wrong == [], f"rank {rank}: wrong {wrong}"
 
 
-def w_tcp_bytes_of_allreduces(rank, ws, nbytes, rounds):
-    t = torch.ones(nbytes // 4)
-    dist.all_reduce(t)  # links warmed, buffers grown
+def w_tcp_bytes_per_call(rank, ws, op, nbytes, rounds):
+    """Bytes this rank sent over TCP per call of `op` on `nbytes` per rank (the all_reduce's
+    tensor, the all-gather's input block, the reduce-scatter's output block)."""
+    data = torch.ones(nbytes // 4)
+    whole = torch.ones(ws * nbytes // 4)
+    call = {"all_reduce": lambda: dist.all_reduce(data),
+            "all_gather": lambda: dist.all_gather_into_tensor(whole, data),
+            "reduce_scatter": lambda: dist.reduce_scatter_tensor(data, whole)}[op]
+    call()  # links warmed, buffers grown
     dist.barrier()
     before = _bytes_sent_over_tcp()
     for _ in range(rounds):
-        dist.all_reduce(t)
+        call()
     dist.barrier()
     return (_bytes_sent_over_tcp() - before) / rounds
 
 
-def test_every_rank_sends_its_share_across_hosts():
-    # 2 hosts x 2 ranks, 4 MiB: across hosts each rank sends half its host's sum of the data in
-    # the reduce-scatter and half in the allgather, a quarter of it each way: 2 MiB in all. The
-    # flat ring 0 -> 1 -> 2 -> 3 -> 0 crosses only from ranks 1 and 3, 6 MiB each, and 0 from
-    # ranks 0 and 2.
+# What each rank of 2 hosts x 2 sends across hosts per call, in units of `nbytes`:
+# - all_reduce: half its host's sum in the reduce-scatter, half in the allgather, a quarter of
+#   the tensor each way;
+# - all_gather and reduce_scatter: its own block (or the other host's block at its place).
+# The flat rings 0 -> 1 -> 2 -> 3 -> 0 cross only from ranks 1 and 3, three times as much each
+# (1.5 times the tensor for all_reduce), and not at all from ranks 0 and 2.
+@pytest.mark.parametrize("op,share", [("all_reduce", 0.5), ("all_gather", 1.0),
+                                      ("reduce_scatter", 1.0)])
+def test_every_rank_sends_its_share_across_hosts(op, share):
     nbytes, rounds = 4 << 20, 5
     with DistPool(4, env=AUTO, rank_env=hosts_env(4, 2)) as pool:
-        sent = pool.run(w_tcp_bytes_of_allreduces, nbytes, rounds)
-    for rank, per_allreduce in enumerate(sent):
-        assert 0.45 * nbytes < per_allreduce < 0.6 * nbytes, (
-            f"rank {rank} sent {per_allreduce / nbytes:.2f}x the tensor over TCP per allreduce; "
-            f"every rank: {[round(s / nbytes, 2) for s in sent]}")
+        sent = pool.run(w_tcp_bytes_per_call, op, nbytes, rounds)
+    for rank, per_call in enumerate(sent):
+        assert 0.9 * share * nbytes < per_call < 1.2 * share * nbytes, (
+            f"rank {rank} sent {per_call / nbytes:.2f}x {nbytes} bytes over TCP per {op}, "
+            f"expected {share}x; every rank: {[round(s / nbytes, 2) for s in sent]}")
 
 
 def w_split_across_hosts(rank, ws, nbytes, rounds):

@@ -1,13 +1,15 @@
-"""all_reduce between two "hosts": Linux network namespaces joined by a veth pair, so the ranks of
+"""Collectives between two "hosts": Linux network namespaces joined by a veth pair, so the ranks of
 one host share memory and reach the other host's only over the veth, optionally rate-limited like
 a real network (tc's token bucket on both ends). Needs root and iproute2.
 
     python -m torch_occl.bench.two_hosts --per-host 2 --sizes 1M,4M,16M,64M --rate 10gbit
 
 Each launch times occl and gloo in the same processes, alternating rounds (medians, the slowest
-rank's time per call), and checks occl's sums. occl runs once with its two-level allreduce and once
-flat (OCCL_HIERARCHICAL=0), in alternating launches. With --rate the floor column is the time
-the link takes for the bytes that must cross it: each host's sum of the data, one way.
+rank's time per call), and checks occl's results. occl runs once with its two-level algorithms
+and once flat (OCCL_HIERARCHICAL=0), in alternating launches. A size is the all_reduce's tensor,
+the all-gather's input, the reduce-scatter's output. With --rate the floor column is the time
+the link takes for the bytes that must cross it one way: each host's sum for all_reduce, each
+host's blocks for the other two.
 """
 
 from __future__ import annotations
@@ -88,13 +90,24 @@ def _rank(args) -> None:
                             timeout=datetime.timedelta(seconds=300))
     gloo = dist.new_group(backend="gloo")
     groups = {"occl": dist.group.WORLD, "gloo": gloo}
+    ws = args.world_size
     rows = []
     for nbytes in args.sizes:
-        t = torch.full((nbytes // 4,), float(args.rank))
-        dist.all_reduce(t)
-        correct = bool(torch.all(t == sum(range(args.world_size))))
+        data = torch.full((nbytes // 4,), float(args.rank))
+        whole = torch.full((ws * nbytes // 4,), float(args.rank))
+        call = {"all_reduce": lambda group: dist.all_reduce(data, group=group),
+                "all_gather_into_tensor":
+                    lambda group: dist.all_gather_into_tensor(whole, data, group=group),
+                "reduce_scatter_tensor":
+                    lambda group: dist.reduce_scatter_tensor(data, whole, group=group)}[args.op]
+        call(groups["occl"])
+        if args.op == "all_gather_into_tensor":
+            expected = torch.arange(ws, dtype=torch.float32).repeat_interleave(nbytes // 4)
+            correct = torch.equal(whole, expected)
+        else:
+            correct = bool(torch.all(data == sum(range(ws))))
         for group in groups.values():
-            dist.all_reduce(t, group=group)  # warm
+            call(group)  # warm
         iters = max(1, (16 << 20) // nbytes)
         times = {name: [] for name in groups}
         for _ in range(args.rounds):
@@ -102,7 +115,7 @@ def _rank(args) -> None:
                 dist.barrier(group=gloo)
                 start = time.perf_counter()
                 for _ in range(iters):
-                    dist.all_reduce(t, group=group)
+                    call(group)
                 slowest = torch.tensor([(time.perf_counter() - start) / iters])
                 dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=gloo)
                 times[name].append(slowest.item())
@@ -126,6 +139,7 @@ def _launch(args, hierarchical: bool) -> list[dict]:
             command = ["ip", "netns", "exec", host.namespace, sys.executable, "-m",
                        "torch_occl.bench.two_hosts", "--rank", str(rank), "--master", master,
                        "--per-host", str(args.per_host), "--rounds", str(args.rounds),
+                       "--op", args.op,
                        "--sizes", ",".join(str(size) for size in args.sizes)]
             procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
                                           env={**env, "GLOO_SOCKET_IFNAME": host.interface}))
@@ -150,7 +164,9 @@ def main(argv=None) -> None:
     parse = argparse.ArgumentParser(prog="python -m torch_occl.bench.two_hosts",
                                     description=__doc__.split("\n\n")[0])
     parse.add_argument("--per-host", type=int, default=2, help="ranks on each of the two hosts")
-    parse.add_argument("--sizes", default="1M,4M,16M,64M", help="all_reduce sizes in bytes")
+    parse.add_argument("--op", default="all_reduce",
+                       choices=("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"))
+    parse.add_argument("--sizes", default="1M,4M,16M,64M", help="sizes in bytes per rank")
     parse.add_argument("--rate", default=None, help="shape the veth to this rate (tc: 10gbit)")
     parse.add_argument("--rounds", type=int, default=5, help="alternating rounds per launch")
     parse.add_argument("--launches", type=int, default=1, help="launches of each occl setting")
@@ -163,20 +179,21 @@ def main(argv=None) -> None:
         return _rank(args)
     rate = _rate_bytes_per_second(args.rate) if args.rate else None
     print(f"# 2 hosts x {args.per_host} ranks (network namespaces), link "
-          f"{args.rate or 'unshaped'}; ms per all_reduce, median of {args.rounds} rounds")
+          f"{args.rate or 'unshaped'}; ms per {args.op}, median of {args.rounds} rounds")
     print("# size, occl two-level, occl flat, gloo, two-level/flat speedup, gloo/two-level"
-          + (", floor (each host's sum one way over the link), two-level/floor" if rate else ""))
+          + (", floor (what must cross the link one way), two-level/floor" if rate else ""))
     for _ in range(args.launches):
         two_level = _launch(args, hierarchical=True)
         flat = _launch(args, hierarchical=False)
         for row, flat_row in zip(two_level, flat):
             if not (row["correct"] and flat_row["correct"]):
-                raise SystemExit(f"wrong sums at {row['bytes']} bytes")
+                raise SystemExit(f"wrong results at {row['bytes']} bytes")
             line = (f"{row['bytes']:>10} {row['occl'] * 1e3:9.2f} {flat_row['occl'] * 1e3:9.2f} "
                     f"{row['gloo'] * 1e3:9.2f} {flat_row['occl'] / row['occl']:6.2f}x "
                     f"{row['gloo'] / row['occl']:6.2f}x")
             if rate:
-                floor = row["bytes"] / rate
+                crossing = row["bytes"] * (1 if args.op == "all_reduce" else args.per_host)
+                floor = crossing / rate
                 line += f" {floor * 1e3:9.2f} {row['occl'] / floor:6.2f}"
             print(line, flush=True)
 

@@ -67,7 +67,8 @@ Path allreduce_path(const Mesh& mesh, size_t count, Reduction reduction) {
 Path reduce_scatter_path(const Mesh& mesh, size_t block_count, Reduction reduction) {
   if (block_count == 0 || mesh.size() == 1) return Path::Nothing;
   const size_t input_bytes = block_count * kernels::element_size(reduction.dtype) * mesh.size();
-  return single_copy::applies(mesh, input_bytes) ? Path::SingleCopy : Path::Ring;
+  if (single_copy::applies(mesh, input_bytes)) return Path::SingleCopy;
+  return hierarchical::applies(mesh) ? Path::Hierarchical : Path::Ring;
 }
 
 Path reduce_path(const Mesh& mesh, size_t count, Reduction reduction) {
@@ -149,8 +150,12 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
                     block_count, reduction.dtype, reduction.op);
     return;
   }
-  if (reduce_scatter_path(mesh, block_count, reduction) == Path::SingleCopy) {
+  const Path path = reduce_scatter_path(mesh, block_count, reduction);
+  if (path == Path::SingleCopy) {
     return single_copy::reduce_scatter(mesh, buffers, block_count, reduction, deadline);
+  }
+  if (path == Path::Hierarchical) {
+    return hierarchical::reduce_scatter(mesh, buffers, block_count, reduction, deadline);
   }
   ring_reduce_scatter(mesh, Ring::whole(mesh), buffers, Segments::blocks(block_count, mesh.size()),
                       reduction, deadline);
@@ -160,6 +165,9 @@ void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
   if (mesh.size() == 1 || block_bytes == 0) return;
   if (single_copy::applies(mesh, block_bytes * mesh.size())) {
     return single_copy::allgather(mesh, static_cast<char*>(data), block_bytes, deadline);
+  }
+  if (hierarchical::applies(mesh)) {
+    return hierarchical::allgather(mesh, static_cast<char*>(data), block_bytes, deadline);
   }
   ring_allgather(mesh, Ring::whole(mesh), static_cast<char*>(data),
                  Segments::blocks(block_bytes, mesh.size()), 1, deadline);

@@ -10,11 +10,21 @@
 namespace occl::algorithms::hierarchical {
 
 // Whether the group spans two or more hosts with the same number of ranks, two or more, on each
-// (Mesh::hosts), and OCCL_HIERARCHICAL is on: the same answer on every rank.
+// (Mesh::hosts), and OCCL_HIERARCHICAL is on: the same answer on every rank. The functions
+// below then run in place of the flat rings; they reduce partial sums more than once.
 bool applies(const Mesh& mesh);
 
 // As algorithms::allreduce: a ring reduce-scatter within the host, a ring allreduce of this
 // rank's share across hosts, a ring allgather of the shares within the host.
 void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline);
+
+// As algorithms::allgather: across hosts, the blocks of the ranks at this rank's place; then
+// within the host, every place's.
+void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline);
+
+// As algorithms::reduce_scatter: within the host, each place's blocks summed over the host; then
+// across hosts, this rank's block.
+void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
+                    Reduction reduction, Deadline deadline);
 
 }  // namespace occl::algorithms::hierarchical

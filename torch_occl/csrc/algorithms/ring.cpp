@@ -161,4 +161,48 @@ void ring_allreduce(Mesh& mesh, const Ring& ring, char* data, const Segments& se
   }
 }
 
+void ring_allgather_blocks(Mesh& mesh, const Ring& ring, char* data,
+                           const std::vector<std::vector<size_t>>& blocks, size_t block,
+                           Deadline deadline) {
+  const int n = ring.size();
+  const int r = ring.position;
+  for (int step = 0; step < n - 1; ++step) {
+    const auto& send = blocks[gather_send_segment(r, step, n)];
+    const auto& recv = blocks[gather_recv_segment(r, step, n)];
+    for (size_t k = 0; k < send.size(); ++k) {
+      mesh.exchange({{ring.next(), data + send[k], block}},
+                    {{ring.previous(), data + recv[k], block}}, deadline);
+    }
+  }
+}
+
+void ring_reduce_scatter_blocks(Mesh& mesh, const Ring& ring, const ReduceBuffers& buffers,
+                                const std::vector<std::vector<size_t>>& blocks,
+                                const std::vector<char*>& own, size_t block,
+                                Reduction reduction, Deadline deadline) {
+  const int n = ring.size();
+  const int r = ring.position;
+  const size_t element = kernels::element_size(reduction.dtype);
+  // In pieces, as the contiguous ring does, so each is reduced while in cache.
+  const size_t piece = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes / element);
+  std::unique_ptr<char[]> incoming(new char[std::min(piece, block) * element]);
+  for (int step = 0; step < n - 1; ++step) {
+    const int send_member = ring_index(r - step - 1, n);
+    const int recv_member = ring_index(r - step - 2, n);
+    for (size_t k = 0; k < blocks[send_member].size(); ++k) {
+      for (size_t at = 0; at < block; at += piece) {
+        const size_t count = std::min(piece, block - at);
+        const size_t send_at = (blocks[send_member][k] + at) * element;
+        const size_t recv_at = (blocks[recv_member][k] + at) * element;
+        const char* send_from = (step == 0 ? buffers.input : buffers.partial) + send_at;
+        mesh.exchange({{ring.next(), send_from, count * element}},
+                      {{ring.previous(), incoming.get(), count * element}}, deadline);
+        char* target = recv_member == r ? own[k] + at * element : buffers.partial + recv_at;
+        const void* sources[2] = {incoming.get(), buffers.input + recv_at};
+        kernels::reduce(target, sources, 2, count, reduction.dtype, reduction.op);
+      }
+    }
+  }
+}
+
 }  // namespace occl::algorithms

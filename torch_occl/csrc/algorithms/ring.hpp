@@ -45,4 +45,18 @@ void ring_allreduce(Mesh& mesh, const Ring& ring, char* data, const Segments& se
 void ring_allgather(Mesh& mesh, const Ring& ring, char* data, const Segments& segments,
                     size_t element_bytes, Deadline deadline);
 
+// The two above over blocks that lie apart (hierarchical.cpp: a place's blocks of every host).
+// blocks[p] holds the byte offsets (allgather) or element offsets (reduce-scatter) of the
+// member at position p's blocks, each `block` bytes or elements long; every member lists as many.
+void ring_allgather_blocks(Mesh& mesh, const Ring& ring, char* data,
+                           const std::vector<std::vector<size_t>>& blocks, size_t block,
+                           Deadline deadline);
+// The member at position p ends with its blocks reduced over the ring in own[k], for its k-th
+// block; partial sums of the other members' blocks go to `buffers.partial` at their offsets
+// (buffers.output is unused).
+void ring_reduce_scatter_blocks(Mesh& mesh, const Ring& ring, const ReduceBuffers& buffers,
+                                const std::vector<std::vector<size_t>>& blocks,
+                                const std::vector<char*>& own, size_t block,
+                                Reduction reduction, Deadline deadline);
+
 }  // namespace occl::algorithms
