@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import datetime
 import os
+import platform
 import socket
 import struct
+import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
 
+from cross_memory import SYSCALLS, can_read, deny_cross_memory_attach
 from dist_harness import DistPool, occl_only
 
 pytestmark = occl_only("occl's algorithms")
@@ -24,8 +27,12 @@ AUTO = {"OCCL_TRANSPORT": "auto"}
 BYTES_ACKED_AT = 120  # struct tcp_info: tcpi_bytes_acked (linux/tcp.h)
 
 
-def hosts_env(world_size, per_host):
-    return {r: {"OCCL_HOST_ID": f"host{r // per_host}"} for r in range(world_size)}
+def hosts_env(world_size, per_host, interleaved=False):
+    """Ranks 0..per_host-1 on the first host, and so on; or, interleaved, rank r on host
+    r % (world_size // per_host)."""
+    hosts = world_size // per_host
+    return {r: {"OCCL_HOST_ID": f"host{r % hosts if interleaved else r // per_host}"}
+            for r in range(world_size)}
 
 
 def _bytes_sent_over_tcp():
@@ -50,8 +57,9 @@ def _bytes_sent_over_tcp():
 
 
 def w_every_size(rank, ws, dtype_name):
-    """all_reduce (SUM, MAX), all_gather_into_tensor and reduce_scatter_tensor at sizes from the
-    direct path up: uneven shares, shares smaller than the hosts, whole pieces."""
+    """all_reduce (SUM, MAX), all_gather_into_tensor, reduce_scatter_tensor and broadcast (from
+    a root that moves with the size) at sizes from the direct path up: uneven shares, shares
+    smaller than the hosts, whole pieces."""
     dtype = getattr(torch, dtype_name)
     wrong = []
     for n in (7, 70_001, 262_147, 1 << 21):
@@ -79,27 +87,38 @@ def w_every_size(rank, ws, dtype_name):
         whole = (torch.arange(block * ws) % 89) * ws + sum(range(ws))
         if not torch.equal(reduced, whole[rank * block:(rank + 1) * block].to(dtype)):
             wrong.append(("reduce_scatter", block))
+        root = n % ws
+        sent = (base + 7 * root).to(dtype)
+        t = sent.clone() if rank == root else torch.zeros(n, dtype=dtype)
+        dist.broadcast(t, root)
+        if not torch.equal(t, sent):
+            wrong.append(("broadcast", n, root))
     return wrong
 
 
-@pytest.mark.parametrize("world_size,per_host", [(4, 2), (6, 3), (6, 2), (3, 2)],
-                         ids=["2x2", "2x3", "3x2", "uneven-2+1"])
+@pytest.mark.parametrize("world_size,per_host,interleaved",
+                         [(4, 2, False), (6, 3, False), (6, 2, False), (6, 3, True), (3, 2, False)],
+                         ids=["2x2", "2x3", "3x2", "2x3-interleaved", "uneven-2+1"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
-def test_collectives_across_hosts_match_python(world_size, per_host, dtype):
+def test_collectives_across_hosts_match_python(world_size, per_host, interleaved, dtype):
     # 2+1 ranks cannot be split evenly: the flat rings run there, and must be as right.
-    with DistPool(world_size, env=AUTO, rank_env=hosts_env(world_size, per_host)) as pool:
+    # Interleaved hosts number their ranks out of order: rank 0, 2, 4 on one host.
+    env = hosts_env(world_size, per_host, interleaved)
+    with DistPool(world_size, env=AUTO, rank_env=env) as pool:
         for rank, wrong in enumerate(pool.run(w_every_size, dtype)):
             assert wrong == [], f"rank {rank}: wrong {wrong}"
 
 
-def w_tcp_bytes_per_call(rank, ws, op, nbytes, rounds):
+def w_tcp_bytes_per_call(rank, ws, op, nbytes, rounds, root=0):
     """Bytes this rank sent over TCP per call of `op` on `nbytes` per rank (the all_reduce's
-    tensor, the all-gather's input block, the reduce-scatter's output block)."""
+    and the broadcast's tensor, the all-gather's input block, the reduce-scatter's output
+    block)."""
     data = torch.ones(nbytes // 4)
     whole = torch.ones(ws * nbytes // 4)
     call = {"all_reduce": lambda: dist.all_reduce(data),
             "all_gather": lambda: dist.all_gather_into_tensor(whole, data),
-            "reduce_scatter": lambda: dist.reduce_scatter_tensor(data, whole)}[op]
+            "reduce_scatter": lambda: dist.reduce_scatter_tensor(data, whole),
+            "broadcast": lambda: dist.broadcast(data, root)}[op]
     call()  # links warmed, buffers grown
     dist.barrier()
     before = _bytes_sent_over_tcp()
@@ -125,6 +144,57 @@ def test_every_rank_sends_its_share_across_hosts(op, share):
         assert 0.9 * share * nbytes < per_call < 1.2 * share * nbytes, (
             f"rank {rank} sent {per_call / nbytes:.2f}x {nbytes} bytes over TCP per {op}, "
             f"expected {share}x; every rank: {[round(s / nbytes, 2) for s in sent]}")
+
+
+# A broadcast crosses hosts once: each rank of the root's host sends half the tensor, its share,
+# to the rank at its place on the other host. The flat chain root, root+1, ... crosses wherever
+# the next rank lives on the other host, all of the tensor each time: from ranks 1 and 3
+# (1 -> 2 -> 3 -> 0) in the first case, from ranks 0, 1 and 2 in the second.
+@pytest.mark.parametrize("interleaved,root", [(False, 1), (True, 0)],
+                         ids=["2x2-root-1", "2x2-interleaved-root-0"])
+def test_a_broadcast_crosses_hosts_once_in_shares(interleaved, root):
+    nbytes, rounds = 4 << 20, 5
+    env = hosts_env(4, 2, interleaved)
+    with DistPool(4, env=AUTO, rank_env=env) as pool:
+        sent = pool.run(w_tcp_bytes_per_call, "broadcast", nbytes, rounds, root)
+    shares = [round(s / nbytes, 2) for s in sent]
+    for rank, per_call in enumerate(sent):
+        expected = 0.5 if env[rank] == env[root] else 0
+        assert abs(per_call / nbytes - expected) < 0.1, (
+            f"rank {rank} sent {per_call / nbytes:.2f}x the tensor over TCP per broadcast from "
+            f"rank {root}, expected {expected}x; every rank: {shares}")
+
+
+def w_broadcasts_with_one_rank_denied(rank, ws):
+    """Rank 3 may not read its host's other rank (2); host 0's ranks may read each other. A new
+    group's host 1 must agree on rings while host 0 copies straight from the root: broadcasts
+    from every root, checked."""
+    warnings.simplefilter("ignore", FutureWarning)
+    could_read = can_read(os.getppid())
+    if rank == 3:
+        deny_cross_memory_attach()
+    group = dist.new_group(backend="occl")
+    wrong = []
+    for root in range(ws):
+        for n in (1 << 18, 1 << 21):  # 1 and 8 MiB: two levels
+            sent = torch.arange(n, dtype=torch.float32) + 7 * root
+            t = sent.clone() if rank == root else torch.zeros(n)
+            dist.broadcast(t, root, group=group)
+            if not torch.equal(t, sent):
+                wrong.append((root, n))
+    dist.destroy_process_group(group)
+    return could_read, wrong
+
+
+@pytest.mark.skipif(platform.machine() not in SYSCALLS, reason="seccomp numbers for this CPU")
+def test_a_host_whose_ranks_may_not_copy_from_each_other_broadcasts_through_rings():
+    # A pool of its own: the seccomp filter cannot be taken back.
+    with DistPool(4, env=AUTO, rank_env=hosts_env(4, 2)) as pool:
+        results = pool.run(w_broadcasts_with_one_rank_denied, timeout=120)
+    if not all(could_read for could_read, _ in results):
+        pytest.skip("this machine forbids cross-memory attach already")
+    for rank, (_, wrong) in enumerate(results):
+        assert wrong == [], f"rank {rank}: wrong broadcasts (root, elements) {wrong}"
 
 
 def w_split_across_hosts(rank, ws, nbytes, rounds):

@@ -20,8 +20,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from cross_memory import SYSCALLS, deny_cross_memory_attach
 from dist_harness import DistPool, occl_only
-from test_single_copy import SYSCALLS, _deny_cross_memory_attach
 
 pytestmark = occl_only("torch_occl.shared_empty")
 
@@ -198,7 +198,7 @@ def _shared_empty_warnings(rank, world_size, deny_rank):
     import torch_occl
 
     if rank == deny_rank:
-        _deny_cross_memory_attach()
+        deny_cross_memory_attach()
     baseline = _occl_mappings()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -11,8 +11,6 @@ itself (otherwise the ranks would run different algorithms and fail, or hang).
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
 import platform
 import warnings
@@ -21,59 +19,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from cross_memory import SYSCALLS, can_read, deny_cross_memory_attach
 from dist_harness import DistPool, occl_only
 
 pytestmark = occl_only("occl's own transport")
 
-# (seccomp, process_vm_readv, process_vm_writev) system call numbers.
-SYSCALLS = {"x86_64": (317, 310, 311), "aarch64": (277, 270, 271)}
-
-
-class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-                ("k", ctypes.c_uint32)]
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
-
-
-def _deny_cross_memory_attach():
-    """Makes process_vm_readv/writev fail with EPERM in every thread of this process, as a
-    seccomp policy does (a classic BPF filter on the system call number)."""
-    seccomp, readv, writev = SYSCALLS[platform.machine()]
-    load_nr, jump_if_equal, ret = 0x20, 0x15, 0x06
-    program = [
-        (load_nr, 0, 0, 0),               # seccomp_data.nr
-        (jump_if_equal, 2, 0, readv),     # -> deny
-        (jump_if_equal, 1, 0, writev),    # -> deny
-        (ret, 0, 0, 0x7FFF0000),          # SECCOMP_RET_ALLOW
-        (ret, 0, 0, 0x00050000 | errno.EPERM),  # SECCOMP_RET_ERRNO
-    ]
-    filters = (_SockFilter * len(program))(*[_SockFilter(*i) for i in program])
-    fprog = _SockFprog(len(program), filters)
-    libc = ctypes.CDLL(None, use_errno=True)
-    assert libc.prctl(38, 1, 0, 0, 0) == 0, os.strerror(ctypes.get_errno())  # NO_NEW_PRIVS
-    set_filter, tsync = 1, 1  # SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC
-    assert libc.syscall(seccomp, set_filter, tsync, ctypes.byref(fprog)) == 0, \
-        os.strerror(ctypes.get_errno())
-
-
-def _can_read(pid: int) -> bool:
-    """Whether process_vm_readv of a byte of `pid` (its argv on the stack) works from here."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    with open(f"/proc/{pid}/stat") as stat:
-        arg_start = int(stat.read().rsplit(")", 1)[1].split()[45])
-    byte = ctypes.create_string_buffer(1)
-    local = (ctypes.c_void_p * 2)(ctypes.cast(byte, ctypes.c_void_p), 1)
-    remote = (ctypes.c_void_p * 2)(arg_start, 1)
-    return libc.process_vm_readv(pid, local, 1, remote, 1, 0) == 1
-
-
 def w_single_copies_possible(rank, ws) -> bool:
     """Whether this pool's ranks can run the single-copy algorithms: shared memory in use, and
     nothing (Yama, seccomp) forbids reading a same-user process that is not a descendant."""
-    return os.environ.get("OCCL_TRANSPORT", "auto") != "tcp" and _can_read(os.getppid())
+    return os.environ.get("OCCL_TRANSPORT", "auto") != "tcp" and can_read(os.getppid())
 
 
 def w_one_rank_denied(rank, ws):
@@ -82,10 +36,10 @@ def w_one_rank_denied(rank, ws):
     threshold."""
     warnings.simplefilter("ignore", FutureWarning)
     parent = os.getppid()
-    could_read = _can_read(parent)
+    could_read = can_read(parent)
     if rank == 1:
-        _deny_cross_memory_attach()
-    reads_after = _can_read(parent)
+        deny_cross_memory_attach()
+    reads_after = can_read(parent)
     group = dist.new_group(backend="occl")
     count = 1 << 20  # 4 MiB of float32 per rank
     problems = []

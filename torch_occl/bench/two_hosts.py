@@ -6,10 +6,10 @@ a real network (tc's token bucket on both ends). Needs root and iproute2.
 
 Each launch times occl and gloo in the same processes, alternating rounds (medians, the slowest
 rank's time per call), and checks occl's results. occl runs once with its two-level algorithms
-and once flat (OCCL_HIERARCHICAL=0), in alternating launches. A size is the all_reduce's tensor,
-the all-gather's input, the reduce-scatter's output. With --rate the floor column is the time
-the link takes for the bytes that must cross it one way: each host's sum for all_reduce, each
-host's blocks for the other two.
+and once flat (OCCL_HIERARCHICAL=0), in alternating launches. A size is the all_reduce's and the
+broadcast's tensor, the all-gather's input, the reduce-scatter's output. With --rate the floor
+column is the time the link takes for the bytes that must cross it one way: each host's sum for
+all_reduce, the tensor for broadcast, each host's blocks for the other two.
 """
 
 from __future__ import annotations
@@ -99,9 +99,12 @@ def _rank(args) -> None:
                 "all_gather_into_tensor":
                     lambda group: dist.all_gather_into_tensor(whole, data, group=group),
                 "reduce_scatter_tensor":
-                    lambda group: dist.reduce_scatter_tensor(data, whole, group=group)}[args.op]
+                    lambda group: dist.reduce_scatter_tensor(data, whole, group=group),
+                "broadcast": lambda group: dist.broadcast(data, args.root, group=group)}[args.op]
         call(groups["occl"])
-        if args.op == "all_gather_into_tensor":
+        if args.op == "broadcast":
+            correct = bool(torch.all(data == args.root))
+        elif args.op == "all_gather_into_tensor":
             expected = torch.arange(ws, dtype=torch.float32).repeat_interleave(nbytes // 4)
             correct = torch.equal(whole, expected)
         else:
@@ -135,11 +138,12 @@ def _launch(args, hierarchical: bool) -> list[dict]:
                "OCCL_HIERARCHICAL": "1" if hierarchical else "0"}
         procs = []
         for rank in range(world_size):
-            host = hosts["a" if rank < args.per_host else "b"]
+            first = rank % 2 == 0 if args.interleaved else rank < args.per_host
+            host = hosts["a" if first else "b"]
             command = ["ip", "netns", "exec", host.namespace, sys.executable, "-m",
                        "torch_occl.bench.two_hosts", "--rank", str(rank), "--master", master,
                        "--per-host", str(args.per_host), "--rounds", str(args.rounds),
-                       "--op", args.op,
+                       "--op", args.op, "--root", str(args.root),
                        "--sizes", ",".join(str(size) for size in args.sizes)]
             procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
                                           env={**env, "GLOO_SOCKET_IFNAME": host.interface}))
@@ -165,7 +169,11 @@ def main(argv=None) -> None:
                                     description=__doc__.split("\n\n")[0])
     parse.add_argument("--per-host", type=int, default=2, help="ranks on each of the two hosts")
     parse.add_argument("--op", default="all_reduce",
-                       choices=("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"))
+                       choices=("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
+                                "broadcast"))
+    parse.add_argument("--root", type=int, default=0, help="the broadcast's root")
+    parse.add_argument("--interleaved", action="store_true",
+                       help="even ranks on one host, odd on the other (default: in two blocks)")
     parse.add_argument("--sizes", default="1M,4M,16M,64M", help="sizes in bytes per rank")
     parse.add_argument("--rate", default=None, help="shape the veth to this rate (tc: 10gbit)")
     parse.add_argument("--rounds", type=int, default=5, help="alternating rounds per launch")
@@ -178,8 +186,11 @@ def main(argv=None) -> None:
     if args.rank is not None:
         return _rank(args)
     rate = _rate_bytes_per_second(args.rate) if args.rate else None
-    print(f"# 2 hosts x {args.per_host} ranks (network namespaces), link "
-          f"{args.rate or 'unshaped'}; ms per {args.op}, median of {args.rounds} rounds")
+    print(f"# 2 hosts x {args.per_host} ranks (network namespaces"
+          + (", interleaved" if args.interleaved else "") + "), link "
+          f"{args.rate or 'unshaped'}; ms per {args.op}"
+          + (f" from rank {args.root}" if args.op == "broadcast" else "")
+          + f", median of {args.rounds} rounds")
     print("# size, occl two-level, occl flat, gloo, two-level/flat speedup, gloo/two-level"
           + (", floor (what must cross the link one way), two-level/floor" if rate else ""))
     for _ in range(args.launches):
@@ -192,7 +203,8 @@ def main(argv=None) -> None:
                     f"{row['gloo'] * 1e3:9.2f} {flat_row['occl'] / row['occl']:6.2f}x "
                     f"{row['gloo'] / row['occl']:6.2f}x")
             if rate:
-                crossing = row["bytes"] * (1 if args.op == "all_reduce" else args.per_host)
+                crossing = row["bytes"] * (1 if args.op in ("all_reduce", "broadcast")
+                                           else args.per_host)
                 floor = crossing / rate
                 line += f" {floor * 1e3:9.2f} {row['occl'] / floor:6.2f}"
             print(line, flush=True)

@@ -119,7 +119,8 @@ void MeshRuntime::log_choices(const std::string& single_copies_off) const {
       "allreduce and reduce in one round up to " +
           std::to_string(tuning.direct_allreduce_max_bytes) + " bytes x (ranks - 1), else " +
           (algorithms::hierarchical::applies(*mesh_)
-               ? "allreduce, allgather and reduce-scatter in two levels across hosts, "
+               ? "allreduce, allgather, reduce-scatter and broadcast in two levels across "
+                 "hosts, "
                : "") + "a ring in " +
           std::to_string(tuning.pipeline_chunk_bytes) + "-byte pieces; chain broadcast from " +
           std::to_string(tuning.chain_broadcast_min_bytes) + " bytes; rings of " +

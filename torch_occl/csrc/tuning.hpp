@@ -51,8 +51,8 @@ struct Tuning {
   // Every collective first checks that all ranks call the same one (occl_kit/signature.hpp).
   // Turn off only to measure its cost; every rank must use the same value. OCCL_CHECK_SIGNATURES
   bool check_signatures = true;
-  // allreduce, allgather and reduce-scatter over a group spanning hosts with as many ranks on
-  // each run in two levels (algorithms/hierarchical.hpp). Off only to measure the flat rings
+  // allreduce, allgather, reduce-scatter and broadcast over a group spanning hosts with as many
+  // ranks on each run in two levels (algorithms/hierarchical.hpp). Off only to measure the flat rings
   // beside them; every rank must use the same value. OCCL_HIERARCHICAL
   bool hierarchical = true;
   // The widest float16 conversions the reduction kernel uses (kernels/reduce.cpp): 16 lanes

@@ -173,40 +173,19 @@ void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
                  Segments::blocks(block_bytes, mesh.size()), 1, deadline);
 }
 
-// Large broadcasts to more than one rank: a pipelined chain root -> root+1 -> ... in pieces, so
-// that every rank copies the data once in and once out instead of the root copying it once per
-// rank. At step i a rank takes in piece i and passes piece i-1 on.
-void chain_broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline) {
-  const int n = mesh.size();
-  const int position = (mesh.rank() - root + n) % n;
-  const int next = (mesh.rank() + 1) % n;
-  const int previous = (mesh.rank() - 1 + n) % n;
-  const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes);
-  const size_t pieces = (bytes + chunk - 1) / chunk;
-  auto piece = [&](size_t i) { return std::make_pair(data + i * chunk, std::min(chunk, bytes - i * chunk)); };
-  for (size_t i = 0; i <= pieces; ++i) {
-    std::vector<transport::SendOp> sends;
-    std::vector<transport::RecvOp> recvs;
-    const size_t forward = position == 0 ? i : i - 1;  // the root has nothing to wait for
-    if (position < n - 1 && (position == 0 ? i < pieces : i >= 1)) {
-      auto [at, size] = piece(forward);
-      sends.push_back({next, at, size});
-    }
-    if (position > 0 && i < pieces) {
-      auto [at, size] = piece(i);
-      recvs.push_back({previous, at, size});
-    }
-    if (!sends.empty() || !recvs.empty()) mesh.exchange(sends, recvs, deadline);
-  }
-}
-
 void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline) {
   if (mesh.size() == 1 || bytes == 0) return;
   if (single_copy::applies(mesh, bytes)) {
     return single_copy::broadcast(mesh, static_cast<char*>(data), bytes, root, deadline);
   }
   if (mesh.size() > 2 && bytes >= Tuning::get().chain_broadcast_min_bytes) {
-    return chain_broadcast(mesh, static_cast<char*>(data), bytes, root, deadline);
+    if (hierarchical::applies(mesh)) {
+      return hierarchical::broadcast(mesh, static_cast<char*>(data), bytes, root, deadline);
+    }
+    // A pipelined chain root, root+1, ..., so that every rank copies the data once in and once
+    // out instead of the root copying it once per rank.
+    return chain_broadcast(mesh, Ring::whole(mesh).from(root), static_cast<char*>(data), bytes,
+                           deadline);
   }
   if (mesh.rank() != root) return mesh.exchange({}, {{root, data, bytes}}, deadline);
   std::vector<transport::SendOp> sends;
@@ -259,16 +238,6 @@ void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
   mesh.exchange(to_peers, from_peers, deadline);
 }
 
-void barrier(Mesh& mesh, Deadline deadline) {
-  // Everyone tells everyone it arrived: no rank leaves before all have entered.
-  std::vector<transport::SendOp> sends;
-  std::vector<transport::RecvOp> recvs;
-  for (int peer = 0; peer < mesh.size(); ++peer) {
-    if (peer == mesh.rank()) continue;
-    sends.push_back({peer, nullptr, 0});
-    recvs.push_back({peer, nullptr, 0});
-  }
-  mesh.exchange(sends, recvs, deadline);
-}
+void barrier(Mesh& mesh, Deadline deadline) { barrier(mesh, Ring::whole(mesh), deadline); }
 
 }  // namespace occl::algorithms

@@ -11,12 +11,18 @@ namespace occl::algorithms::hierarchical {
 
 // Whether the group spans two or more hosts with the same number of ranks, two or more, on each
 // (Mesh::hosts), and OCCL_HIERARCHICAL is on: the same answer on every rank. The functions
-// below then run in place of the flat rings; they reduce partial sums more than once.
+// below then run in place of the flat rings and chain; they reduce partial sums more than once.
 bool applies(const Mesh& mesh);
 
 // As algorithms::allreduce: a ring reduce-scatter within the host, a ring allreduce of this
 // rank's share across hosts, a ring allgather of the shares within the host.
 void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline);
+
+// As a large algorithms::broadcast: every rank of the root's host sends its share of the data
+// (1/L of it) to the ranks at its place on the other hosts, all at once, and each host's ranks
+// then take the others' shares from each other; the root's host takes the data from the root.
+// Within a host by single copies where its ranks may (Mesh::host_memory), else through rings.
+void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline);
 
 // As algorithms::allgather: across hosts, the blocks of the ranks at this rank's place; then
 // within the host, every place's.

@@ -25,6 +25,14 @@ Ring Ring::whole(const Mesh& mesh) {
   return ring;
 }
 
+Ring Ring::from(int first) const {
+  const int n = size();
+  const int shift = static_cast<int>(std::find(ranks.begin(), ranks.end(), first) - ranks.begin());
+  Ring ring{std::vector<int>(n), ring_index(position - shift, n)};
+  for (int i = 0; i < n; ++i) ring.ranks[i] = ranks[(shift + i) % n];
+  return ring;
+}
+
 Segments Segments::blocks(size_t block, int parts) {
   Segments s;
   s.offsets.resize(parts + 1);
@@ -158,6 +166,43 @@ void ring_allreduce(Mesh& mesh, const Ring& ring, char* data, const Segments& se
     gather_step_piece(mesh, ring, data, Pieces::whole(segments),
                       gather_send_segment(r, step, n), gather_recv_segment(r, step, n), 0,
                       element, deadline);
+  }
+}
+
+void barrier(Mesh& mesh, const Ring& members, Deadline deadline) {
+  // Every member tells every other it arrived: none leaves before all have entered.
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> recvs;
+  for (int peer : members.ranks) {
+    if (peer == mesh.rank()) continue;
+    sends.push_back({peer, nullptr, 0});
+    recvs.push_back({peer, nullptr, 0});
+  }
+  mesh.exchange(sends, recvs, deadline);
+}
+
+void chain_broadcast(Mesh& mesh, const Ring& chain, char* data, size_t bytes,
+                     Deadline deadline) {
+  const int n = chain.size();
+  const int position = chain.position;
+  const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes);
+  const size_t pieces = (bytes + chunk - 1) / chunk;
+  auto piece = [&](size_t i) {
+    return std::make_pair(data + i * chunk, std::min(chunk, bytes - i * chunk));
+  };
+  for (size_t i = 0; i <= pieces; ++i) {
+    std::vector<transport::SendOp> sends;
+    std::vector<transport::RecvOp> recvs;
+    const size_t forward = position == 0 ? i : i - 1;  // the first has nothing to wait for
+    if (position < n - 1 && (position == 0 ? i < pieces : i >= 1)) {
+      auto [at, size] = piece(forward);
+      sends.push_back({chain.next(), at, size});
+    }
+    if (position > 0 && i < pieces) {
+      auto [at, size] = piece(i);
+      recvs.push_back({chain.previous(), at, size});
+    }
+    if (!sends.empty() || !recvs.empty()) mesh.exchange(sends, recvs, deadline);
   }
 }
 

@@ -26,6 +26,8 @@ struct Ring {
   int position;
 
   static Ring whole(const Mesh& mesh);  // every rank of the group, in rank order
+  // The same ranks in the same cyclic order, starting at `first` (one of them).
+  Ring from(int first) const;
   int size() const { return static_cast<int>(ranks.size()); }
   int next() const { return ranks[(position + 1) % size()]; }
   int previous() const { return ranks[(position + size() - 1) % size()]; }
@@ -44,6 +46,14 @@ void ring_allreduce(Mesh& mesh, const Ring& ring, char* data, const Segments& se
 // Segment p must be complete on the member at position p; every member ends with all segments.
 void ring_allgather(Mesh& mesh, const Ring& ring, char* data, const Segments& segments,
                     size_t element_bytes, Deadline deadline);
+
+// Returns once every member has entered; only they call it.
+void barrier(Mesh& mesh, const Ring& members, Deadline deadline);
+
+// The member at position 0 holds `bytes` of data; every other ends with them. They pass along
+// the ring's order and stop at its last member, in pieces, each member taking in piece i while
+// it passes piece i-1 on: a pipeline whose every link carries the data once.
+void chain_broadcast(Mesh& mesh, const Ring& chain, char* data, size_t bytes, Deadline deadline);
 
 // The two above over blocks that lie apart (hierarchical.cpp: a place's blocks of every host).
 // blocks[p] holds the byte offsets (allgather) or element offsets (reduce-scatter) of the

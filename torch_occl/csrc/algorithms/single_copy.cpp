@@ -2,7 +2,6 @@
 
 #include "ring.hpp"
 
-#include "../transport/peer_buffer.hpp"
 #include "../tuning.hpp"
 
 #include <algorithm>
@@ -12,19 +11,23 @@
 #include <string>
 
 namespace occl::algorithms::single_copy {
-namespace {
 
 using transport::PeerBuffer;
+using transport::PeerMemory;
+
+namespace {
+
 using transport::Region;
 using transport::region_of;
 
-// Tells every rank j about for_peer[j] (for_peer[rank] is unused); returns what each told us.
-std::vector<Region> swap_regions(Mesh& mesh, const std::vector<Region>& for_peer,
-                                 Deadline deadline) {
+// Tells every other member j about for_peer[j] (indexed by group rank); returns what each told
+// us, at its group rank.
+std::vector<Region> swap_regions(Mesh& mesh, const Ring& members,
+                                 const std::vector<Region>& for_peer, Deadline deadline) {
   std::vector<Region> from_peer(for_peer.size());
   std::vector<transport::SendOp> sends;
   std::vector<transport::RecvOp> recvs;
-  for (int peer = 0; peer < mesh.size(); ++peer) {
+  for (int peer : members.ranks) {
     if (peer == mesh.rank()) continue;
     sends.push_back({peer, &for_peer[peer], sizeof(Region)});
     recvs.push_back({peer, &from_peer[peer], sizeof(Region)});
@@ -33,24 +36,21 @@ std::vector<Region> swap_regions(Mesh& mesh, const std::vector<Region>& for_peer
   return from_peer;
 }
 
-// Every rank shows every other the same buffer.
 std::vector<PeerBuffer> share(Mesh& mesh, const void* data, size_t bytes, Deadline deadline) {
-  const auto regions =
-      swap_regions(mesh, std::vector<Region>(mesh.size(), region_of(data, bytes)), deadline);
-  std::vector<PeerBuffer> buffers(mesh.size());
-  for (int peer = 0; peer < mesh.size(); ++peer) {
-    if (peer != mesh.rank()) buffers[peer] = PeerBuffer(mesh.peer_memory(), peer, regions[peer]);
-  }
-  return buffers;
+  return single_copy::share(mesh, *mesh.peer_memory(), Ring::whole(mesh), data, bytes, deadline);
 }
 
-// Peers in the order this rank visits them: starting after itself, so that ranks do not all
-// read from rank 0 first.
-std::vector<int> peers_from(const Mesh& mesh) {
+// Members in the order this rank visits them: starting after itself, so that they do not all
+// read from the first member first.
+std::vector<int> peers_from(const Ring& members) {
   std::vector<int> peers;
-  for (int i = 1; i < mesh.size(); ++i) peers.push_back((mesh.rank() + i) % mesh.size());
+  for (int i = 1; i < members.size(); ++i) {
+    peers.push_back(members.ranks[(members.position + i) % members.size()]);
+  }
   return peers;
 }
+
+std::vector<int> peers_from(const Mesh& mesh) { return peers_from(Ring::whole(mesh)); }
 
 // Reduces segment r (this rank's) of every rank's `inputs` into `output`, in pieces of
 // Tuning::pipeline_chunk_bytes, folded in rank order so that the bits do not depend on r. A
@@ -102,6 +102,17 @@ void gather_segments(Mesh& mesh, const std::vector<PeerBuffer>& buffers, char* d
 }
 
 }  // namespace
+
+std::vector<PeerBuffer> share(Mesh& mesh, const PeerMemory& memory, const Ring& members,
+                              const void* data, size_t bytes, Deadline deadline) {
+  const auto regions = swap_regions(
+      mesh, members, std::vector<Region>(mesh.size(), region_of(data, bytes)), deadline);
+  std::vector<PeerBuffer> buffers(mesh.size());
+  for (int peer : members.ranks) {
+    if (peer != mesh.rank()) buffers[peer] = PeerBuffer(&memory, peer, regions[peer]);
+  }
+  return buffers;
+}
 
 bool applies(const Mesh& mesh, size_t bytes) {
   return mesh.peer_memory() != nullptr && bytes >= Tuning::get().single_copy_min_bytes;

@@ -10,6 +10,9 @@
 #pragma once
 
 #include "algorithms.hpp"
+#include "ring.hpp"
+
+#include "../transport/peer_buffer.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -29,5 +32,12 @@ void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline);
 void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline);
 void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
               const std::vector<transport::RecvOp>& receives, Deadline deadline);
+
+// The parts of the above, among some ranks of the group that `memory` reaches (hierarchical.hpp:
+// a host's ranks, Mesh::host_memory); only they call these.
+// Every member shows the others `data`; returns the others' buffers, at their group ranks.
+std::vector<transport::PeerBuffer> share(Mesh& mesh, const transport::PeerMemory& memory,
+                                         const Ring& members, const void* data, size_t bytes,
+                                         Deadline deadline);
 
 }  // namespace occl::algorithms::single_copy

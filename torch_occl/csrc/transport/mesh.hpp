@@ -75,7 +75,12 @@ class Mesh {
 
   // Copies straight from and into other ranks' memory, when every rank of the group may (all on
   // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.
-  const PeerMemory* peer_memory() const { return shm_ ? shm_->peer_memory() : nullptr; }
+  const PeerMemory* peer_memory() const {
+    return shm_ && shm_->whole_group() ? shm_->peer_memory() : nullptr;
+  }
+  // The same between this rank and the others of its host, whether or not the group spans
+  // hosts (algorithms/hierarchical.hpp copies within a host with it); nullptr when they may not.
+  const PeerMemory* host_memory() const { return shm_ ? shm_->peer_memory() : nullptr; }
   // The shared-memory links, if any (subgroup.hpp reads which ranks share this host).
   const ShmLinks* shm_links() const { return shm_.get(); }
   // Every rank's host (SharedMemory::hosts), the same on every rank; empty when not known.

@@ -178,19 +178,21 @@ TransportMode transport_mode_from_env() {
 
 namespace {
 
-// Whether every rank may copy from and into every other's memory (peer_memory.hpp): each rank
+// Whether this host's ranks may copy from and into each other's memory (peer_memory.hpp): each
 // tells the others its pid and probe address, reads every peer's probe, and says whether all
 // worked; all read every answer, so they agree. Without it (a pair cannot), why not.
-std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap, std::string& why_not) {
-  const int rank = bootstrap.rank(), size = bootstrap.size();
+std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap,
+                                              const std::vector<int>& local_ranks,
+                                              std::string& why_not) {
+  const int rank = bootstrap.rank();
   auto key = [](const char* what, int r) {
     return "shm/" + std::string(what) + "/" + std::to_string(r);
   };
   bootstrap.set(key("pid", rank),
            std::to_string(::getpid()) + " " + std::to_string(PeerMemory::probe_address()));
-  std::vector<pid_t> pids(static_cast<size_t>(size));
+  std::vector<pid_t> pids(static_cast<size_t>(bootstrap.size()));
   std::string failure;
-  for (int r = 0; r < size; ++r) {
+  for (int r : local_ranks) {
     std::istringstream in(bootstrap.wait(key("pid", r)));
     uint64_t address = 0;
     in >> pids[r] >> address;
@@ -203,7 +205,9 @@ std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap, std::string&
     }
   }
   bootstrap.set(key("peer-memory", rank), failure);
-  for (int r = 0; r < size && why_not.empty(); ++r) why_not = bootstrap.wait(key("peer-memory", r));
+  for (size_t i = 0; i < local_ranks.size() && why_not.empty(); ++i) {
+    why_not = bootstrap.wait(key("peer-memory", local_ranks[i]));
+  }
   return why_not.empty() ? std::make_unique<PeerMemory>(std::move(pids)) : nullptr;
 }
 
@@ -275,11 +279,17 @@ SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& optio
     }
     return {nullptr, "no shared memory: " + first_failure, hosts};  // auto: TCP carries all
   }
-  const bool whole_group_local = local_ranks.size() == static_cast<size_t>(size);
+  std::string why_not_here;
+  auto memory = probe_peer_memory(bootstrap, local_ranks, why_not_here);
+  std::string single_copies_off = why_not_here;
+  if (!remote_ranks.empty()) {
+    // The flat single-copy algorithms need every rank; the hierarchical ones use this host's.
+    single_copies_off = elsewhere + (memory ? "; on within this host (broadcasts across hosts)"
+                                            : "; off within this host too: " + why_not_here);
+  }
   auto links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
                                           mapping.bytes, options.ring_bytes);
-  std::string single_copies_off = whole_group_local ? "" : elsewhere;
-  if (whole_group_local) links->set_peer_memory(probe_peer_memory(bootstrap, single_copies_off));
+  links->set_peer_memory(std::move(memory));
   return {std::move(links), single_copies_off, hosts};
 }
 

@@ -115,10 +115,12 @@ class ShmLinks {
   // on (its engine sleeps in poll(), and asks its peers for pokes instead).
   Doorbell& own_doorbell() { return doorbells_[local_index_[rank_]]; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
-  // Direct copies from and into peers' memory: only when the whole group is on this host and
-  // every pair of ranks may (see peer_memory.hpp); nullptr otherwise.
+  // Direct copies from and into the memory of this host's other ranks, when every pair of them
+  // may (see peer_memory.hpp); nullptr otherwise.
   const PeerMemory* peer_memory() const { return peer_memory_.get(); }
   void set_peer_memory(std::unique_ptr<PeerMemory> memory) { peer_memory_ = std::move(memory); }
+  // Whether every rank of the group is on this host.
+  bool whole_group() const { return local_index_.size() == local_ranks_.size(); }
 
   // Bytes of shared memory a group of `local` ranks maps with rings of `ring_bytes`.
   static size_t region_bytes(int local, size_t ring_bytes);
