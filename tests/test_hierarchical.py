@@ -93,6 +93,14 @@ def w_every_size(rank, ws, dtype_name):
         dist.broadcast(t, root)
         if not torch.equal(t, sent):
             wrong.append(("broadcast", n, root))
+    # Bytes that leave the first of 2 or 3 shares a whole number of 256 KiB pieces and the last
+    # one byte more.
+    for nbytes in (2 * 262_144 + 1, 3 * 262_144 + 2):
+        sent = (torch.arange(nbytes) % 251).to(torch.uint8)
+        t = sent.clone() if rank == 0 else torch.zeros(nbytes, dtype=torch.uint8)
+        dist.broadcast(t, 0)
+        if not torch.equal(t, sent):
+            wrong.append(("broadcast", nbytes, int((t != sent).sum())))
     return wrong
 
 

@@ -73,7 +73,8 @@ void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline
   // Every share in as many pieces, the last ones of a smaller share possibly empty, so that the
   // ranks of a host step through them together.
   const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes);
-  const size_t pieces = (shares.count(0) + chunk - 1) / chunk;
+  const size_t largest_share = (bytes + places - 1) / places;
+  const size_t pieces = (largest_share + chunk - 1) / chunk;
   auto piece = [&](int owner, size_t k) {
     const size_t begin = std::min(k * chunk, shares.count(owner));
     return std::make_pair(shares.begin(owner) + begin,
