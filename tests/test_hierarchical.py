@@ -184,12 +184,14 @@ def w_broadcasts_with_one_rank_denied(rank, ws):
     group = dist.new_group(backend="occl")
     wrong = []
     for root in range(ws):
-        for n in (1 << 18, 1 << 21):  # 1 and 8 MiB: two levels
-            sent = torch.arange(n, dtype=torch.float32) + 7 * root
-            t = sent.clone() if rank == root else torch.zeros(n)
+        # 1 and 8 MiB, and 512 KiB + 1 byte: the shares in as many pieces, one piece empty.
+        for sent in (torch.arange(1 << 18, dtype=torch.float32) + 7 * root,
+                     torch.arange(1 << 21, dtype=torch.float32) + 7 * root,
+                     ((torch.arange(2 * 262_144 + 1) + root) % 251).to(torch.uint8)):
+            t = sent.clone() if rank == root else torch.zeros_like(sent)
             dist.broadcast(t, root, group=group)
             if not torch.equal(t, sent):
-                wrong.append((root, n))
+                wrong.append((root, t.nbytes))
     dist.destroy_process_group(group)
     return could_read, wrong
 
@@ -202,7 +204,7 @@ def test_a_host_whose_ranks_may_not_copy_from_each_other_broadcasts_through_ring
     if not all(could_read for could_read, _ in results):
         pytest.skip("this machine forbids cross-memory attach already")
     for rank, (_, wrong) in enumerate(results):
-        assert wrong == [], f"rank {rank}: wrong broadcasts (root, elements) {wrong}"
+        assert wrong == [], f"rank {rank}: wrong broadcasts (root, bytes) {wrong}"
 
 
 def w_split_across_hosts(rank, ws, nbytes, rounds):

@@ -81,28 +81,25 @@ void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline
                           std::min((k + 1) * chunk, shares.count(owner)) - begin);
   };
   // Across hosts, from the root's host on: one chain a place, all at once, a TCP stream each
-  // (between two network namespaces, two streams carried 64 MiB in 14 ms, one in 30).
+  // (between two network namespaces, two streams carried 32 MiB each in 11-17 ms, one stream
+  // 64 MiB in 25-36). The same pieces cross whether or not a host copies with host memory.
   const Ring across = levels.across.from(levels.hosts[root_host][place]);
+  // Within a host: single copies where its ranks may, else rings.
   const transport::PeerMemory* memory = mesh.host_memory();
-  if (memory == nullptr) {
-    // Rings within the host: the root's host takes all of the data before sending its shares.
-    if (across.position == 0) {
-      chain_broadcast(mesh, levels.within.from(root), data, bytes, deadline);
-    }
-    chain_broadcast(mesh, across, data + shares.begin(place), shares.count(place), deadline);
-    if (across.position > 0) ring_allgather(mesh, levels.within, data, shares, 1, deadline);
-    return;
-  }
-  const auto buffers = single_copy::share(mesh, *memory, levels.within, data, bytes, deadline);
+  const auto buffers = memory ? single_copy::share(mesh, *memory, levels.within, data, bytes,
+                                                   deadline)
+                              : std::vector<transport::PeerBuffer>{};
   if (across.position == 0) {
     // The root's host: each rank takes its share from the root piece by piece, sending each
-    // on as it has it; then the rest.
-    const bool taking = mesh.rank() != root;
+    // on as it has it, then takes the rest; or, through rings, takes all before it sends.
+    const bool taking = mesh.rank() != root && memory;
+    if (!memory) chain_broadcast(mesh, levels.within.from(root), data, bytes, deadline);
     for (size_t k = 0; k < pieces; ++k) {
       const auto [offset, size] = piece(place, k);
       if (taking) buffers[root].read(offset, data + offset, size);
       mesh.exchange({{across.next(), data + offset, size}}, {}, deadline);
     }
+    if (!memory) return;
     if (taking) {
       buffers[root].read(0, data, shares.begin(place));
       buffers[root].read(shares.begin(place + 1), data + shares.begin(place + 1),
@@ -111,8 +108,9 @@ void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline
     return barrier(mesh, levels.within, deadline);
   }
   // Another host: at step k each rank takes in piece k of its share and passes piece k-1 on
-  // along its chain; it tells its host's other ranks that it has piece k-1, hears the same
-  // from them, and copies their pieces k-1 out of their buffers.
+  // along its chain. With host memory it also tells its host's other ranks that it has piece
+  // k-1, hears the same from them, and copies their pieces k-1 out of their buffers; without,
+  // the shares go round a ring at the end.
   const bool passes_on = across.position < across.size() - 1;
   for (size_t k = 0; k <= pieces; ++k) {
     std::vector<transport::SendOp> sends;
@@ -125,19 +123,20 @@ void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline
       const auto [offset, size] = piece(place, k - 1);
       if (passes_on) sends.push_back({across.next(), data + offset, size});
       for (int rank : levels.within.ranks) {
-        if (rank == mesh.rank()) continue;
+        if (rank == mesh.rank() || !memory) continue;
         sends.push_back({rank, nullptr, 0});
         recvs.push_back({rank, nullptr, 0});
       }
     }
-    mesh.exchange(sends, recvs, deadline);
-    if (k == 0) continue;
+    if (!sends.empty() || !recvs.empty()) mesh.exchange(sends, recvs, deadline);
+    if (k == 0 || !memory) continue;
     for (int i = 1; i < places; ++i) {
       const int other = (place + i) % places;
       const auto [offset, size] = piece(other, k - 1);
       buffers[levels.within.ranks[other]].read(offset, data + offset, size);
     }
   }
+  if (!memory) return ring_allgather(mesh, levels.within, data, shares, 1, deadline);
   barrier(mesh, levels.within, deadline);
 }
 
