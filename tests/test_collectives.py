@@ -878,20 +878,31 @@ def test_half_types_reduce_to_the_float32_result_rounded_once(dist_pool, backend
     assert not problems, "\n".join(problems[:20])
 
 
-# Every float16 bit pattern, and 13 more: a tail shorter than any vector of the kernel.
-FLOAT16_PATTERNS = 65536 + 13
+# Every 16-bit pattern, and 13 more: a tail shorter than any vector of the kernel.
+HALF_PATTERNS = 65536 + 13
 # Rank 1's value in each round, against rank 0's every pattern: zeros, denormals, the extremes,
 # infinities and NaNs of both signs (quiet, signalling, with payloads), and plain numbers.
 FLOAT16_OTHERS = (0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF,
                   0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7FFF, 0x3555,
                   0x1234, 0xABCD, 0x0010)
-FLOAT16_OPS = ("SUM", "PRODUCT", "MIN", "MAX")
+# The same for bfloat16, with the smallest normals of both signs, whose sums with denormals
+# are denormal again.
+BFLOAT16_OTHERS = (0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x8080, 0x00FF, 0x807F,
+                   0x3F80, 0xBF80, 0x3F81, 0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC0,
+                   0x7F81, 0xFFC1, 0x1234, 0xABCD)
+HALF_OPS = ("SUM", "PRODUCT", "MIN", "MAX")
+# Per half type: the variable that sets its kernel's width, each of three ranks' width (every
+# width the kernel has, where the CPU has it), and rank 1's values.
+HALF_KERNELS = {
+    "float16": ("OCCL_FLOAT16_LANES", ("16", "8", "1"), FLOAT16_OTHERS),
+    "bfloat16": ("OCCL_BFLOAT16_LANES", ("32", "1", "32"), BFLOAT16_OTHERS),
+}
 
 
-def _float16_reference(op, inputs):
-    """The kernel's arithmetic in float32, in rank order, rounded once: x86 gives a NaN result
-    the first NaN operand's payload, which the kernel keeps in a + b and a * b by pairing a NaN
-    `a` with itself; MIN and MAX are std::min and std::max."""
+def _fold_in_float32(op, inputs):
+    """The kernel's arithmetic in float32, in rank order: x86 gives a NaN result the first NaN
+    operand's payload, which the kernel keeps in a + b and a * b by pairing a NaN `a` with
+    itself; MIN and MAX are std::min and std::max."""
     acc = inputs[0].float()
     for other in inputs[1:]:
         b = other.float()
@@ -903,48 +914,61 @@ def _float16_reference(op, inputs):
             acc = torch.where(b < acc, b, acc)
         else:
             acc = torch.where(acc < b, b, acc)
-    return acc.half()
+    return acc
 
 
-def w_float16_kernels(rank, world_size):
-    """all_reduce of float16 bit patterns on three ranks, whose kernels convert with different
-    instructions (OCCL_FLOAT16_LANES): per round and op, a digest of this rank's result's bits,
-    and what differs from the float32 reference rounded once (NaNs compare as NaNs: c10 writes
-    its own, torch keeps payloads)."""
+def _bfloat16_bits_as_c10_rounds(values):
+    """c10's float -> bfloat16, in integers: round to nearest even, every NaN 0x7FC0."""
+    bits = values.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return torch.where(values.isnan(), 0x7FC0, rounded).to(torch.int16)
+
+
+def w_half_kernels(rank, world_size, dtype_name):
+    """all_reduce of every bit pattern of a half type on three ranks, whose kernels convert
+    with different instructions: per round and op, a digest of this rank's result's bits, and
+    what differs from the float32 result rounded once. For float16 the reference is torch's
+    rounding and NaNs compare as NaNs (c10 writes its own, torch keeps payloads); for bfloat16
+    it is c10's rounding written out above, and every bit counts."""
     import hashlib
 
-    index = torch.arange(FLOAT16_PATTERNS, dtype=torch.int64)
-    as_float16 = lambda bits: (bits & 0xFFFF).to(torch.int16).view(torch.float16)  # noqa: E731
+    dtype = getattr(torch, dtype_name)
+    index = torch.arange(HALF_PATTERNS, dtype=torch.int64)
+    as_half = lambda bits: (bits & 0xFFFF).to(torch.int16).view(dtype)  # noqa: E731
     digests, problems = [], []
-    for other in FLOAT16_OTHERS:
-        inputs = [as_float16(index), as_float16(torch.full_like(index, other)),
-                  as_float16(index * 7919)]
-        for op in FLOAT16_OPS:
+    for other in HALF_KERNELS[dtype_name][2]:
+        inputs = [as_half(index), as_half(torch.full_like(index, other)), as_half(index * 7919)]
+        for op in HALF_OPS:
             tensor = inputs[rank].clone()
             dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
-            digests.append(hashlib.sha1(tensor.view(torch.int16).numpy().tobytes()).hexdigest())
-            expected = _float16_reference(op, inputs)
-            both_nan = tensor.isnan() & expected.isnan()
-            wrong = ~both_nan & (tensor.view(torch.int16) != expected.view(torch.int16))
+            bits = tensor.view(torch.int16)
+            digests.append(hashlib.sha1(bits.numpy().tobytes()).hexdigest())
+            exact = _fold_in_float32(op, inputs)
+            if dtype == torch.bfloat16:
+                wrong = bits != _bfloat16_bits_as_c10_rounds(exact)
+            else:
+                expected = exact.half()
+                wrong = ~(tensor.isnan() & expected.isnan()) & (bits != expected.view(torch.int16))
             if wrong.any():
                 i = int(wrong.nonzero()[0])
                 problems.append(f"rank {rank}, {op} against {other:#06x}: {int(wrong.sum())} "
-                                f"elements differ, first [{i}]: {tensor[i].item()} "
-                                f"(expected {expected[i].item()})")
+                                f"elements differ, first [{i}]: {int(index[i]):#06x} gave "
+                                f"{int(bits[i]) & 0xFFFF:#06x} (float32 result {exact[i].item()})")
     return digests, problems
 
 
-@occl_only("occl's kernel widths (OCCL_FLOAT16_LANES)")
-def test_float16_kernels_of_every_width_give_the_same_bits():
+@occl_only("occl's kernel widths (OCCL_FLOAT16_LANES, OCCL_BFLOAT16_LANES)")
+@pytest.mark.parametrize("dtype_name", list(HALF_KERNELS))
+def test_half_type_kernels_of_every_width_give_the_same_bits(dtype_name):
     # Three ranks reduce every element themselves (the direct algorithm: each gets every input),
-    # each with its own kernel: AVX-512, F16C and portable code where the CPU has them.
-    lanes = {0: "16", 1: "8", 2: "1"}
+    # each with its own kernel width.
+    variable, widths, others = HALF_KERNELS[dtype_name]
     with DistPool(3, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
-                  rank_env={r: {"OCCL_FLOAT16_LANES": n} for r, n in lanes.items()}) as pool:
-        results = pool.run(w_float16_kernels, timeout=600)
+                  rank_env={r: {variable: n} for r, n in enumerate(widths)}) as pool:
+        results = pool.run(w_half_kernels, dtype_name, timeout=600)
     problems = [p for _, rank_problems in results for p in rank_problems]
     assert not problems, "\n".join(problems[:20])
     digests = [rank_digests for rank_digests, _ in results]
-    rounds = [(hex(o), op) for o in FLOAT16_OTHERS for op in FLOAT16_OPS]
+    rounds = [(hex(o), op) for o in others for op in HALF_OPS]
     differ = [rounds[k] for k in range(len(rounds)) if len({d[k] for d in digests}) > 1]
     assert not differ, f"the ranks' results differ in {differ}"

@@ -59,6 +59,9 @@ struct Tuning {
   // (AVX-512), 8 (F16C) or 1 (c10's portable code), each only where the CPU has it. Every width
   // gives the same bits, so ranks may differ; below 16 only to check that. OCCL_FLOAT16_LANES
   int float16_lanes = 16;
+  // The same for bfloat16: 32 lanes (AVX512-BF16) or 1 (c10's portable code, which the
+  // compiler vectorises). OCCL_BFLOAT16_LANES
+  int bfloat16_lanes = 32;
 
   static const Tuning& get();
 };

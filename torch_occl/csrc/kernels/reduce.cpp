@@ -113,12 +113,14 @@ constexpr size_t kBlockElements = 512;
 // F16C's eight on AVX2 CPUs. The build targets any x86-64, so c10's conversions compile to their
 // portable bit arithmetic, which ran float16 reductions at a third of float32's rate. The
 // results are the same bits: both convert exactly one way and round to nearest even the other,
-// and NaNs leave as c10's portable conversions write them. (bfloat16's conversions are shifts
-// and integer rounding, which the vector clones of combine() already run at AVX-512's width.)
+// and NaNs leave as c10's portable conversions write them. bfloat16 likewise with AVX512-BF16's
+// rounding instruction (Avx512BFloat16x32 below).
 #define OCCL_F16C __attribute__((target("avx2,f16c"), flatten))
 #define OCCL_AVX512 __attribute__((target("avx512f"), flatten))
+#define OCCL_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16"), flatten))
 
-// Whether to convert with those: the CPU has them, and OCCL_FLOAT16_LANES allows as many lanes.
+// Whether to convert with those: the CPU has them, and OCCL_FLOAT16_LANES or
+// OCCL_BFLOAT16_LANES allows as many lanes.
 bool use_avx512() {
   static const bool use =
       Tuning::get().float16_lanes >= 16 && __builtin_cpu_supports("avx512f");
@@ -128,6 +130,14 @@ bool use_avx512() {
 bool use_f16c() {
   static const bool use = Tuning::get().float16_lanes >= 8 && __builtin_cpu_supports("avx2") &&
                           __builtin_cpu_supports("f16c");
+  return use;
+}
+
+bool use_avx512_bf16() {
+  static const bool use = Tuning::get().bfloat16_lanes >= 32 &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512bf16");
   return use;
 }
 
@@ -142,9 +152,27 @@ void write_canonical_nans(c10::Half* out, const float* values, size_t lanes) {
   }
 }
 
+// apply<Op> on sixteen floats at once, with the scalar definitions' NaN rules: a NaN `a` is
+// paired with itself in a sum or product, so the result keeps its payload whichever operand
+// order the compiler picks; MIN and MAX are std::min and std::max.
+template <ReduceOp Op>
+OCCL_AVX512 __m512 apply_to_vector(__m512 a, __m512 b) {
+  if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Product) {
+    const __m512 b_unless_a_is_nan =
+        _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+    if constexpr (Op == ReduceOp::Sum) return _mm512_add_ps(a, b_unless_a_is_nan);
+    return _mm512_mul_ps(a, b_unless_a_is_nan);
+  } else if constexpr (Op == ReduceOp::Min) {  // (b < a) ? b : a
+    return _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(b, a, _CMP_LT_OQ), b);
+  } else {  // (a < b) ? b : a
+    return _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), b);
+  }
+}
+
 // The conversions of kLanes float16 elements at a time to and from a vector of floats (Vec), and
 // apply<Op> on such vectors, as a loop the compiler turns into vector instructions.
 struct F16cHalf8 {
+  using Element = c10::Half;
   using Vec = __m256;
   static constexpr size_t kLanes = 8;
   OCCL_F16C static Vec widen(const c10::Half* in) {
@@ -172,6 +200,7 @@ struct F16cHalf8 {
 // The conversions in their zero-masked forms, all lanes set: GCC 12 warns that the plain forms'
 // "undefined" operand may be used uninitialized.
 struct Avx512Half16 {
+  using Element = c10::Half;
   using Vec = __m512;
   static constexpr size_t kLanes = 16;
   OCCL_AVX512 static Vec widen(const c10::Half* in) {
@@ -188,24 +217,73 @@ struct Avx512Half16 {
   }
   template <ReduceOp Op>
   OCCL_AVX512 static Vec apply(Vec a, Vec b) {
-    alignas(64) float x[kLanes], y[kLanes];
-    _mm512_store_ps(x, a);
-    _mm512_store_ps(y, b);
-    for (size_t j = 0; j < kLanes; ++j) x[j] = occl::kernels::apply<Op>(x[j], y[j]);
-    return _mm512_load_ps(x);
+    return apply_to_vector<Op>(a, b);
   }
 };
 
-// reduce_typed's fold for float16, kLanes at a time (Lanes): every source's elements widened to
-// float32, combined in rank order, rounded once; the last few through c10's conversions. dst[i]
-// is written after every source's [i] was read, so dst may alias a source. It only ever runs
-// inlined into the callers below (flatten), whose targets give Lanes' vectors their
-// instructions: no vector crosses a call, so GCC's note on their ABI does not apply.
+// bfloat16 <-> float32 with AVX512-BF16, 32 elements a vector pair. Widening is in place: a
+// shift makes floats of the even elements, a mask of the odd ones, so no shuffle is needed
+// until one permute puts the rounded halves back in order. The rounding instruction flushes
+// denormals to zero and keeps NaN payloads, where c10 rounds denormals to nearest even like any
+// other value and writes every NaN as 0x7FC0: the rare vector pair holding either is narrowed by
+// c10's conversion instead, so the bits are those of the portable loop.
+struct Avx512BFloat16x32 {
+  using Element = c10::BFloat16;
+  struct Vec {
+    __m512 even, odd;
+  };
+  static constexpr size_t kLanes = 32;
+  OCCL_AVX512_BF16 static Vec widen(const c10::BFloat16* in) {
+    const __m512i bits = _mm512_loadu_si512(in);
+    return {_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16)),  // as Avx512Half16
+            _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(0xFFFF0000)))};
+  }
+  OCCL_AVX512_BF16 static void narrow(c10::BFloat16* out, Vec values) {
+    constexpr int kNanOrDenormal = 0x01 | 0x80 | 0x20;  // quiet NaN, signalling NaN, denormal
+    if (_mm512_fpclass_ps_mask(values.even, kNanOrDenormal) |
+        _mm512_fpclass_ps_mask(values.odd, kNanOrDenormal)) {
+      alignas(64) float even[kLanes / 2], odd[kLanes / 2];
+      _mm512_store_ps(even, values.even);
+      _mm512_store_ps(odd, values.odd);
+      for (size_t j = 0; j < kLanes / 2; ++j) {
+        out[2 * j] = static_cast<c10::BFloat16>(even[j]);
+        out[2 * j + 1] = static_cast<c10::BFloat16>(odd[j]);
+      }
+      return;
+    }
+    // The rounded evens land in words 0-15 and the odds in 16-31; word k comes from this index.
+    const __m512i interleave = _mm512_set_epi16(
+        31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i rounded =
+        reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(values.odd, values.even));
+    _mm512_storeu_si512(out, _mm512_permutexvar_epi16(interleave, rounded));
+  }
+  // Every NaN leaves as 0x7FC0, so which NaN a sum or product keeps cannot change the result:
+  // those need no NaN pairing. MIN and MAX can, so they keep the scalar definitions.
+  template <ReduceOp Op>
+  OCCL_AVX512_BF16 static Vec apply(Vec a, Vec b) {
+    if constexpr (Op == ReduceOp::Sum) {
+      return {_mm512_add_ps(a.even, b.even), _mm512_add_ps(a.odd, b.odd)};
+    } else if constexpr (Op == ReduceOp::Product) {
+      return {_mm512_mul_ps(a.even, b.even), _mm512_mul_ps(a.odd, b.odd)};
+    } else {
+      return {apply_to_vector<Op>(a.even, b.even), apply_to_vector<Op>(a.odd, b.odd)};
+    }
+  }
+};
+
+// reduce_typed's fold for the half types, kLanes at a time (Lanes): every source's elements
+// widened to float32, combined in rank order, rounded once; the last few through c10's
+// conversions. dst[i] is written after every source's [i] was read, so dst may alias a source.
+// It only ever runs inlined into the callers below (flatten), whose targets give Lanes' vectors
+// their instructions: no vector crosses a call, so GCC's note on their ABI does not apply.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 template <typename Lanes, ReduceOp Op>
-inline void fold_wide(c10::Half* dst, const void* const* srcs, int n, size_t count) {
-  auto src = [srcs](int s) { return static_cast<const c10::Half*>(srcs[s]); };
+inline void fold_wide(typename Lanes::Element* dst, const void* const* srcs, int n, size_t count) {
+  using Element = typename Lanes::Element;
+  auto src = [srcs](int s) { return static_cast<const Element*>(srcs[s]); };
   constexpr size_t kLanes = Lanes::kLanes;
   // Four vectors per pass: one alone leaves the loop bound by its own bookkeeping.
   constexpr size_t kVectors = 4;
@@ -223,7 +301,7 @@ inline void fold_wide(c10::Half* dst, const void* const* srcs, int n, size_t cou
   for (; i < count; ++i) {
     float value = static_cast<float>(src(0)[i]);
     for (int s = 1; s < n; ++s) value = apply<Op>(value, static_cast<float>(src(s)[i]));
-    dst[i] = static_cast<c10::Half>(value);
+    dst[i] = static_cast<Element>(value);
   }
 }
 #pragma GCC diagnostic pop
@@ -237,6 +315,12 @@ template <ReduceOp Op>
 OCCL_AVX512 void reduce_half_avx512(c10::Half* dst, const void* const* srcs, int n, size_t count) {
   fold_wide<Avx512Half16, Op>(dst, srcs, n, count);
 }
+
+template <ReduceOp Op>
+OCCL_AVX512_BF16 void reduce_bfloat16_avx512(c10::BFloat16* dst, const void* const* srcs, int n,
+                                              size_t count) {
+  fold_wide<Avx512BFloat16x32, Op>(dst, srcs, n, count);
+}
 #endif
 
 template <ReduceOp Op, typename T>
@@ -246,6 +330,9 @@ void reduce_typed(T* dst, const void* const* srcs, int n, size_t count) {
   if constexpr (std::is_same_v<T, c10::Half>) {
     if (use_avx512()) return reduce_half_avx512<Op>(dst, srcs, n, count);
     if (use_f16c()) return reduce_half_f16c<Op>(dst, srcs, n, count);
+  }
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (use_avx512_bf16()) return reduce_bfloat16_avx512<Op>(dst, srcs, n, count);
   }
 #endif
   auto src = [srcs](int s) { return static_cast<const T*>(srcs[s]); };
