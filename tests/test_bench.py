@@ -109,6 +109,32 @@ def test_a_peer_that_fails_to_start_is_skipped_with_its_error(tmp_path):
     assert [row[:2] for row in _row_lines(result.stdout)] == [["all_reduce", "8"]]
 
 
+def test_rate_of_times_occl_on_the_same_bytes_of_another_type_beside_the_peers(tmp_path):
+    report_file = tmp_path / "bench.json"
+    result = _bench(tmp_path, "--ops", "all_reduce,barrier", "--sizes", "1K", "--peers",
+                    "occl,gloo", "--rate-of", "bfloat16", "--rounds", "2", "--iters", "2",
+                    "--json", str(report_file))
+    report = json.loads(report_file.read_text())
+    assert report["rate_of"] == ["bfloat16"]
+    reduce_row, barrier_row = report["rows"]
+    # Its own rounds, alternating with the peers', and its results checked like theirs.
+    assert len(reduce_row["rounds_us"]["occl[bfloat16]"]) == 2
+    assert reduce_row["wrong"]["occl[bfloat16]"] == 0
+    us = reduce_row["us"]
+    assert reduce_row["rates"] == {"bfloat16": pytest.approx(us["occl"] / us["occl[bfloat16]"])}
+    assert barrier_row["rates"] == {}  # it moves no bytes
+    assert "bfloat16-rate" in result.stdout
+    line = _row_lines(result.stdout)[0]
+    assert float(line[-1]) == pytest.approx(reduce_row["rates"]["bfloat16"], abs=0.01)
+
+
+def test_rate_of_names_a_type_it_does_not_know(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "torch_occl.bench", "--rate-of", "bfloat17"],
+                            env=_environment(tmp_path), capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "--rate-of: unknown ['bfloat17']" in result.stderr
+
+
 def test_a_peer_s_wrong_results_and_its_skipped_ops_are_noted():
     from torch_occl.bench import report
 
@@ -174,7 +200,7 @@ def test_help_documents_every_option_with_its_default():
     parse = parser()
     text = parse.format_help()
     options = [action for action in parse._actions if action.option_strings != ["-h", "--help"]]
-    assert len(options) == 19
+    assert len(options) == 20
     for action in options:
         assert action.option_strings[0] in text
         assert action.help and action.help.endswith("(default: %(default)s)"), action.dest

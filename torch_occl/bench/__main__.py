@@ -10,7 +10,10 @@ broadcast and send/recv 1), occl's #wrong, own(us) = occl - fake (occl's share o
 each peer's time over occl's, and floor(us): a plain copy, timed in rounds of its own between
 the peers' (so it finds the caches as cold as they do), in which every rank at once copies its
 share of the bytes the op writes into the ranks' outputs; bound is gloo's time over it. The head
-gives one core's warm memcpy of --max-bytes (1 MiB at least, best of 5).
+gives one core's warm memcpy of --max-bytes (1 MiB at least, best of 5). --rate-of bfloat16
+times occl on the same bytes of bfloat16 too, as one more peer, and gives its rate: occl's --dtype
+time over its bfloat16 time (how near a type comes to float32's speed, measured in the same
+moments rather than in launches apart).
 
 --ops new_group times forming a group of every rank (destroyed after the round; with
 OCCL_AUTH_KEY set, occl's form with the key's handshake); new_subgroups its two halves with
@@ -63,6 +66,10 @@ def parser() -> argparse.ArgumentParser:
            help=with_default("comma-separated sizes (e.g. 8,4K,64K,1M); instead of --min-bytes, "
                              "--max-bytes and --factor"))
     option("--dtype", choices=sorted(DTYPES), default="float32", help=with_default("element type"))
+    option("--rate-of", metavar="DTYPES", default=None,
+           help=with_default("comma-separated element types: occl also times each on the same "
+                             "bytes, in rounds alternating with the peers', and each row gives "
+                             "its rate: occl's --dtype time over its time in that type"))
     option("--redop", choices=sorted(REDOPS), default="sum",
            help=with_default("reduce op of all_reduce and reduce_scatter_tensor"))
     option("--call", choices=CALLS, default="sync",
@@ -103,6 +110,10 @@ def _arguments(argv) -> argparse.Namespace:
     unknown = [name for name in args.peers if name not in PEERS]
     if unknown:
         parse.error(f"--peers: unknown {unknown}; choose from {PEERS}")
+    args.rate_of = [name.strip() for name in (args.rate_of or "").split(",") if name.strip()]
+    unknown = [name for name in args.rate_of if name not in DTYPES]
+    if unknown:
+        parse.error(f"--rate-of: unknown {unknown}; choose from {sorted(DTYPES)}")
     if args.hosts < 1 or args.world_size % args.hosts:
         parse.error(f"--hosts {args.hosts} must divide --world-size {args.world_size}")
     if args.fresh_inputs and args.shared_tensors:

@@ -104,6 +104,11 @@ def refuses_call(op: str, call: str):
     return None
 
 
+def rate_peer(dtype: str) -> str:
+    """The name occl's rounds in `dtype` are timed under, beside the peers (--rate-of)."""
+    return f"occl[{dtype}]"
+
+
 class Case:
     """Buffers and a call for one op at one size; `wrong()` counts mismatches after a call.
 

@@ -12,7 +12,7 @@ LABELS = {"occl": "occl", "gloo": "gloo", "deepspeed": "ds", "occl_mpi": "mpi", 
 RATIO_PEERS = ("gloo", "deepspeed", "occl_mpi")  # speed-up of occl over each
 
 
-def _columns(peers: list[str]) -> list[tuple[str, int]]:
+def _columns(peers: list[str], rate_of: list[str]) -> list[tuple[str, int]]:
     columns = [("op", 24), ("size(B)", 10), ("count", 10), ("type", 8), ("redop", 7)]
     columns += [(f"{LABELS[name]}(us)", 10) for name in peers]
     columns += [("busbw", 7), ("#wrong", 6)]
@@ -20,6 +20,7 @@ def _columns(peers: list[str]) -> list[tuple[str, int]]:
         columns.append(("own(us)", 8))
     columns += [(f"{LABELS[name]}/occl", 9) for name in RATIO_PEERS if name in peers]
     columns += [("floor(us)", 10), ("bound", 7)]
+    columns += [(f"{dtype}-rate", max(len(dtype) + 5, 9)) for dtype in rate_of]
     return columns
 
 
@@ -37,7 +38,11 @@ def head_lines(head: dict) -> list[str]:
         lines.append(f"# skipped {name}: {why}")
     if "fake" in head["peers"]:
         lines.append("# fake: torch's no-op backend, what torch costs per call; own(us) = occl - fake")
-    lines.append(" ".join(f"{title:>{width}}" for title, width in _columns(head["peers"])))
+    if head.get("rate_of"):
+        lines.append(f"# <type>-rate: occl's {head['dtype']} time over its time in that type for "
+                     "the same bytes, in rounds alternating with the peers'")
+    lines.append(" ".join(f"{title:>{width}}"
+                          for title, width in _columns(head["peers"], head.get("rate_of", []))))
     return lines
 
 
@@ -47,7 +52,7 @@ def _cell(value, width: int, form: str = ".1f", suffix: str = "") -> str:
     return f"{format(value, form) + suffix:>{width}}"
 
 
-def row_line(row: dict, peers: list[str]) -> str:
+def row_line(row: dict, peers: list[str], rate_of: list[str]) -> str:
     us = row["us"]
     cells = [row["op"], row["bytes"], row["count"], row["dtype"], row["redop"]]
     cells += [_cell(us.get(name), 10) for name in peers]
@@ -58,7 +63,8 @@ def row_line(row: dict, peers: list[str]) -> str:
     cells += [_cell(us[name] / us["occl"] if name in us and us["occl"] else None, 9, ".2f", "x")
               for name in RATIO_PEERS if name in peers]
     cells += [_cell(row["floor_us"], 10), _cell(row["bound"], 7, ".2f", "x")]
-    widths = [width for _, width in _columns(peers)]
+    cells += [_cell(row["rates"].get(dtype), 9, ".2f") for dtype in rate_of]
+    widths = [width for _, width in _columns(peers, rate_of)]
     return " ".join(f"{cell:>{width}}" for cell, width in zip(cells, widths))
 
 

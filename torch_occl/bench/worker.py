@@ -17,7 +17,7 @@ import torch.distributed as dist
 from . import peers as peer_setup
 from . import report
 from .cases import (DTYPES, REDUCING_OPS, SIZELESS_OPS, Case, Floor, bus_factor, floor_bytes,
-                    iterations, memcpy_seconds, refuses_call, time_round)
+                    iterations, memcpy_seconds, rate_peer, refuses_call, time_round)
 
 
 def _say(line: str) -> None:
@@ -39,11 +39,22 @@ def _row(op, nbytes, args, peers, rank, world_size, gloo, noted: set) -> dict:
     redop = args.redop if op in REDUCING_OPS else "none"
     refused = {peer.name: peer.refuses_row(op, args.dtype, args.call) for peer in peers}
     cases = {}
+    by_name = {peer.name: peer for peer in peers}
     for peer in peers:
         if refused[peer.name] is None:
             cases[peer.name] = Case(op, count, dtype, args.redop, rank, world_size, peer.empty,
                                     peer.all_reduce, args.call, args.fresh_inputs)
-    by_name = {peer.name: peer for peer in peers}
+    # occl again on the same bytes of each --rate-of type, as if another peer: its rounds
+    # alternate with the others', so its rate beside --dtype's is measured in the same moments.
+    occl = by_name["occl"]
+    for other in args.rate_of:
+        if op in SIZELESS_OPS or "occl" not in cases or occl.refuses_row(op, other, args.call):
+            continue
+        other_count = max(nbytes // torch.empty((), dtype=DTYPES[other]).element_size(), 1)
+        name = rate_peer(other)
+        cases[name] = Case(op, other_count, DTYPES[other], args.redop, rank, world_size,
+                           occl.empty, occl.all_reduce, args.call, args.fresh_inputs)
+        by_name[name] = occl
     wrong_here = {}
     for name, case in cases.items():  # warm up, and check every peer once
         case.run(by_name[name].group)
@@ -86,11 +97,13 @@ def _row(op, nbytes, args, peers, rank, world_size, gloo, noted: set) -> dict:
         "floor_us": floor_us,
         "floor_rounds_us": [t * 1e6 for t in floor_rounds],
         "bound": us["gloo"] / floor_us if floor_us and "gloo" in us else None,
+        "rates": {other: us["occl"] / us[rate_peer(other)]
+                  for other in args.rate_of if rate_peer(other) in us},
     }
     if rank == 0:
         for line in report.notes(row, noted):
             _say(line)
-        _say(report.row_line(row, [peer.name for peer in peers]))
+        _say(report.row_line(row, [peer.name for peer in peers], args.rate_of))
     return row
 
 
@@ -118,7 +131,7 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
     head = {"world_size": world_size, "memcpy_gbps": memcpy,
             "transport": os.environ.get("OCCL_TRANSPORT", "auto"), "hosts": args.hosts,
             "shared_tensors": args.shared_tensors, "fresh_inputs": args.fresh_inputs,
-            "cpus_per_rank": cpus, "dtype": args.dtype,
+            "cpus_per_rank": cpus, "dtype": args.dtype, "rate_of": args.rate_of,
             "peers": names, "skipped": skipped, "rounds": args.rounds, "call": args.call,
             "launcher": "mpirun" if peer_setup.UNDER_MPIRUN else "spawn"}
     if rank == 0:
