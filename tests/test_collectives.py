@@ -891,11 +891,12 @@ BFLOAT16_OTHERS = (0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x8080, 0x00F
                    0x3F80, 0xBF80, 0x3F81, 0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC0,
                    0x7F81, 0xFFC1, 0x1234, 0xABCD)
 HALF_OPS = ("SUM", "PRODUCT", "MIN", "MAX")
-# Per half type: the variable that sets its kernel's width, each of three ranks' width (every
-# width the kernel has, where the CPU has it), and rank 1's values.
+# Per half type: the variable that sets its kernel's width, each rank's width on two and on
+# three ranks (every width the kernel has, where the CPU has it: float16's 32 lanes take two
+# sources only), and rank 1's values.
 HALF_KERNELS = {
-    "float16": ("OCCL_FLOAT16_LANES", ("16", "8", "1"), FLOAT16_OTHERS),
-    "bfloat16": ("OCCL_BFLOAT16_LANES", ("32", "1", "32"), BFLOAT16_OTHERS),
+    "float16": ("OCCL_FLOAT16_LANES", {2: ("32", "1"), 3: ("16", "8", "1")}, FLOAT16_OTHERS),
+    "bfloat16": ("OCCL_BFLOAT16_LANES", {2: ("32", "1"), 3: ("32", "1", "32")}, BFLOAT16_OTHERS),
 }
 
 
@@ -925,8 +926,8 @@ def _bfloat16_bits_as_c10_rounds(values):
 
 
 def w_half_kernels(rank, world_size, dtype_name):
-    """all_reduce of every bit pattern of a half type on three ranks, whose kernels convert
-    with different instructions: per round and op, a digest of this rank's result's bits, and
+    """all_reduce of every bit pattern of a half type on ranks whose kernels use different
+    instructions: per round and op, a digest of this rank's result's bits, and
     what differs from the float32 result rounded once. For float16 the reference is torch's
     rounding and NaNs compare as NaNs (c10 writes its own, torch keeps payloads); for bfloat16
     it is c10's rounding written out above, and every bit counts."""
@@ -937,7 +938,8 @@ def w_half_kernels(rank, world_size, dtype_name):
     as_half = lambda bits: (bits & 0xFFFF).to(torch.int16).view(dtype)  # noqa: E731
     digests, problems = [], []
     for other in HALF_KERNELS[dtype_name][2]:
-        inputs = [as_half(index), as_half(torch.full_like(index, other)), as_half(index * 7919)]
+        inputs = [as_half(index), as_half(torch.full_like(index, other)),
+                  as_half(index * 7919)][:world_size]
         for op in HALF_OPS:
             tensor = inputs[rank].clone()
             dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
@@ -958,13 +960,15 @@ def w_half_kernels(rank, world_size, dtype_name):
 
 
 @occl_only("occl's kernel widths (OCCL_FLOAT16_LANES, OCCL_BFLOAT16_LANES)")
+@pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("dtype_name", list(HALF_KERNELS))
-def test_half_type_kernels_of_every_width_give_the_same_bits(dtype_name):
-    # Three ranks reduce every element themselves (the direct algorithm: each gets every input),
+def test_half_type_kernels_of_every_width_give_the_same_bits(dtype_name, world_size):
+    # Every rank reduces every element itself (the direct algorithm: each gets every input),
     # each with its own kernel width.
     variable, widths, others = HALF_KERNELS[dtype_name]
-    with DistPool(3, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
-                  rank_env={r: {variable: n} for r, n in enumerate(widths)}) as pool:
+    with DistPool(world_size, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
+                  rank_env={r: {variable: n}
+                            for r, n in enumerate(widths[world_size])}) as pool:
         results = pool.run(w_half_kernels, dtype_name, timeout=600)
     problems = [p for _, rank_problems in results for p in rank_problems]
     assert not problems, "\n".join(problems[:20])

@@ -55,10 +55,12 @@ struct Tuning {
   // ranks on each run in two levels (algorithms/hierarchical.hpp). Off only to measure the flat rings
   // beside them; every rank must use the same value. OCCL_HIERARCHICAL
   bool hierarchical = true;
-  // The widest float16 conversions the reduction kernel uses (kernels/reduce.cpp): 16 lanes
-  // (AVX-512), 8 (F16C) or 1 (c10's portable code), each only where the CPU has it. Every width
-  // gives the same bits, so ranks may differ; below 16 only to check that. OCCL_FLOAT16_LANES
-  int float16_lanes = 16;
+  // The widest float16 instructions the reduction kernel uses (kernels/reduce.cpp): 32 lanes
+  // (AVX512-FP16's arithmetic, for sums and products of two sources), 16 (AVX-512's
+  // conversions), 8 (F16C's) or 1 (c10's portable code), each only where the CPU has it. Every
+  // width gives the same bits, so ranks may differ; below 32 only to check that.
+  // OCCL_FLOAT16_LANES
+  int float16_lanes = 32;
   // The same for bfloat16: 32 lanes (AVX512-BF16) or 1 (c10's portable code, which the
   // compiler vectorises). OCCL_BFLOAT16_LANES
   int bfloat16_lanes = 32;
