@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 REPO = Path(__file__).resolve().parent.parent
-ROW_OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
+ROW_OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "reduce", "broadcast",
            "all_to_all_single", "all_to_all", "barrier", "send_recv", "ping_pong")
 
 

@@ -48,10 +48,15 @@ def _expected_bytes(rank: int, n: int) -> dict:
     """What each op moves through this rank's mappings when every tensor is shared."""
     pushed = BYTES // n // PAGE * PAGE  # broadcast: the root writes this much into each receiver
     peers = n - 1
+    # The reductions' segments: [COUNT * r / n, COUNT * (r + 1) / n), rounded down.
+    segment = (COUNT * (rank + 1) // n - COUNT * rank // n) * 4
     return {
         "broadcast": peers * pushed if rank == n - 1 else BYTES - pushed,
         # all_reduce: this rank's segment, read from and written into each peer (summed below).
         "all_reduce": None,
+        # reduce to rank n - 1: this rank's segment, read from each peer, then written into the
+        # root unless this is the root.
+        "reduce": peers * segment + (segment if rank != n - 1 else 0),
         "all_gather_into_tensor": peers * BYTES,
         "reduce_scatter_tensor": peers * BYTES,
         "all_to_all_single": peers * BYTES,
@@ -99,6 +104,10 @@ def _run_collectives(rank, world_size, shared, source="shared_empty"):
     data.copy_(block + 1000 * rank)
     measure("all_reduce", lambda: dist.all_reduce(data),
             lambda: torch.equal(data, n * block + 1000 * sum(range(n))))
+
+    data.copy_(block + 1000 * rank)
+    reduced = n * block + 1000 * sum(range(n)) if rank == n - 1 else block + 1000 * rank
+    measure("reduce", lambda: dist.reduce(data, dst=n - 1), lambda: torch.equal(data, reduced))
 
     gathered = empty(n * COUNT)
     data.copy_(block + 1000 * rank)

@@ -50,6 +50,12 @@ def w_one_rank_denied(rank, ws):
         problems.append(f"all_reduce: {t[:4].tolist()}")
 
     t = torch.full((count,), float(rank + 1))
+    dist.reduce(t, dst=ws - 1, group=group)
+    expected = ws * (ws + 1) / 2 if rank == ws - 1 else rank + 1  # the others' stay as they were
+    if not torch.equal(t, torch.full((count,), float(expected))):
+        problems.append(f"reduce: {t[:4].tolist()}")
+
+    t = torch.full((count,), float(rank + 1))
     dist.broadcast(t, src=ws - 1, group=group)
     if not torch.equal(t, torch.full((count,), float(ws))):
         problems.append(f"broadcast: {t[:4].tolist()}")

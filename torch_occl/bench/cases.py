@@ -14,6 +14,7 @@ OPS = (
     "all_reduce",
     "all_gather_into_tensor",
     "reduce_scatter_tensor",
+    "reduce",  # to rank 0
     "broadcast",
     "all_to_all_single",
     "all_to_all",  # the list form: one tensor per peer each way
@@ -24,7 +25,7 @@ OPS = (
 # Timed only when asked for (--ops new_group,new_subgroups,split_group): forming groups.
 FORMATION_OPS = ("new_group", "new_subgroups", "split_group")
 SIZELESS_OPS = ("barrier",) + FORMATION_OPS
-REDUCING_OPS = ("all_reduce", "reduce_scatter_tensor")
+REDUCING_OPS = ("all_reduce", "reduce_scatter_tensor", "reduce")
 # How a row calls its op: torch.distributed's blocking call; async_op=True and then wait(); or
 # the functional op and wait_tensor, as DTensor, tensor parallelism and compiled code call it.
 CALLS = ("sync", "async", "functional")
@@ -135,6 +136,9 @@ class Case:
             self.data = empty(count * n, dtype=dtype).fill_(fill)
             self.out = empty(count, dtype=dtype)
             self.expected = torch.full((count,), reduced(redop, n), dtype=dtype)
+        elif op == "reduce":
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.expected = torch.full((count,), reduced(redop, n), dtype=dtype)
         elif op == "broadcast":
             self.data = empty(count, dtype=dtype).fill_(fill)
             self.expected = torch.full((count,), 1.0, dtype=dtype)
@@ -163,7 +167,7 @@ class Case:
         self.splits = 0  # names each split's halves apart
 
     def reset(self) -> None:
-        if self.op in ("all_reduce", "broadcast", "send_recv", "ping_pong"):
+        if self.op in ("all_reduce", "reduce", "broadcast", "send_recv", "ping_pong"):
             self.data.fill_(self.fill)
         if self.op == "ping_pong":
             self.out.fill_(0)
@@ -238,6 +242,9 @@ class Case:
         if op == "reduce_scatter_tensor":
             return dist.reduce_scatter_tensor(self.out, self.data, op=REDOPS[self.redop],
                                               group=group, async_op=async_op)
+        if op == "reduce":
+            return dist.reduce(self.data, dst=0, op=REDOPS[self.redop], group=group,
+                               async_op=async_op)
         if op == "broadcast":
             return dist.broadcast(self.data, src=0, group=group, async_op=async_op)
         if op == "all_to_all_single":
@@ -277,6 +284,8 @@ class Case:
     def result(self):
         if self.op in ("all_reduce", "broadcast"):
             return self.data
+        if self.op == "reduce":  # other ranks' tensors hold whatever the backend left there
+            return self.data if self.rank == 0 else None
         if self.op == "send_recv":
             return self.data if self.rank == 1 else None
         if self.op == "ping_pong":
@@ -312,6 +321,8 @@ def floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
         return nbytes * n
     if op == "broadcast":  # the root's tensor is not written
         return nbytes * (n - 1) // n
+    if op == "reduce":  # only the root's tensor is written
+        return nbytes // n
     if op == "send_recv":  # one message, between ranks 0 and 1, which could share its copy
         return nbytes // 2 if rank < 2 else 0
     if op == "ping_pong":  # two messages, one after the other

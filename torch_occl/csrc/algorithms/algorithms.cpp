@@ -74,7 +74,9 @@ Path reduce_scatter_path(const Mesh& mesh, size_t block_count, Reduction reducti
 Path reduce_path(const Mesh& mesh, size_t count, Reduction reduction) {
   const int n = mesh.size();
   if (n == 1 || count == 0) return Path::Nothing;
-  return is_small(count, reduction, n) ? Path::Direct : Path::Ring;
+  if (is_small(count, reduction, n)) return Path::Direct;
+  const size_t bytes = count * kernels::element_size(reduction.dtype);
+  return single_copy::applies(mesh, bytes) ? Path::SingleCopy : Path::Ring;
 }
 
 }  // namespace
@@ -123,16 +125,20 @@ void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
     mesh.exchange({}, recvs, deadline);
     return fold_in_rank_order(data, slots, root, count, reduction);
   }
-  // Large: a ring reduce-scatter spreads the arithmetic over all ranks, then the root collects
-  // the reduced segments.
+  if (path == Path::SingleCopy) {
+    return single_copy::reduce(mesh, bytes, count, reduction, root, deadline);
+  }
+  // Else a ring reduce-scatter spreads the arithmetic over all ranks, then the root collects
+  // the reduced segments. The root's data takes the partial sums, the others' stay as they are.
   Segments segments = Segments::even(count, n);
   const int r = mesh.rank();
-  ring_reduce_scatter(mesh, Ring::whole(mesh), {bytes, bytes, bytes + segments.begin(r) * element},
-                      segments,
-                      reduction, deadline);
+  std::unique_ptr<char[]> scratch(r == root ? nullptr : new char[count * element]);
+  char* partial = r == root ? bytes : scratch.get();
+  char* own_segment = partial + segments.begin(r) * element;
+  ring_reduce_scatter(mesh, Ring::whole(mesh), {bytes, partial, own_segment}, segments, reduction,
+                      deadline);
   if (r != root) {
-    return mesh.exchange(
-        {{root, bytes + segments.begin(r) * element, segments.count(r) * element}}, {}, deadline);
+    return mesh.exchange({{root, own_segment, segments.count(r) * element}}, {}, deadline);
   }
   std::vector<transport::RecvOp> recvs;
   for (int peer = 0; peer < n; ++peer) {

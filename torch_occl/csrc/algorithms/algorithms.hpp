@@ -58,8 +58,8 @@ void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline
 // Returns once every rank has entered.
 void barrier(Mesh& mesh, Deadline deadline);
 
-// `data` (count elements; scratch on every rank but the root) is reduced over all ranks into the
-// root's data.
+// `data` (count elements) is reduced over all ranks into the root's data; other ranks' data is
+// only read.
 void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
             Deadline deadline);
 

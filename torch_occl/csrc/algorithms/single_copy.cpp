@@ -52,21 +52,24 @@ std::vector<int> peers_from(const Ring& members) {
 
 std::vector<int> peers_from(const Mesh& mesh) { return peers_from(Ring::whole(mesh)); }
 
-// Reduces segment r (this rank's) of every rank's `inputs` into `output`, in pieces of
+// Reduces segment r (this rank's) of every rank's `inputs` into `output` (nullptr: kept only
+// while it is written to `write_to`), in pieces of
 // Tuning::pipeline_chunk_bytes, folded in rank order so that the bits do not depend on r. A
 // peer's piece is read where this rank maps it (shared_empty tensors), or else first copied
 // into a small staging buffer that stays in cache.
-// `to_peers`: also write each reduced piece, while it is in cache, into the peers' buffers (the
-// same place in theirs as in `inputs`). Only this rank reads or writes segment r of a peer's
-// buffer, and it reads each piece before it writes it, so no peer has to wait for another.
+// `write_to`: peers into whose buffers each reduced piece is also written, while it is in cache
+// (the same place in theirs as in `inputs`). Only this rank reads or writes segment r of a
+// peer's buffer, and it reads each piece before it writes it, so no peer has to wait for
+// another.
 void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const char* input,
                         char* output, const Segments& segments, Reduction reduction,
-                        bool to_peers) {
+                        const std::vector<int>& write_to) {
   const int n = mesh.size();
   const int r = mesh.rank();
   const size_t element = kernels::element_size(reduction.dtype);
   const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes / element);
-  std::unique_ptr<char[]> staging(new char[chunk * element * n]);
+  // A slot per rank, and one for a reduced piece that has no place in `output`.
+  std::unique_ptr<char[]> staging(new char[chunk * element * (n + 1)]);
   std::vector<const void*> sources(n);
   const std::vector<int> peers = peers_from(mesh);
   for (size_t done = 0; done < segments.count(r); done += chunk) {
@@ -83,10 +86,9 @@ void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const
       sources[peer] = slot;
     }
     sources[r] = input + offset;
-    char* reduced = output + done * element;
+    char* reduced = output ? output + done * element : staging.get() + chunk * element * n;
     kernels::reduce(reduced, sources.data(), n, bytes / element, reduction.dtype, reduction.op);
-    if (!to_peers) continue;
-    for (int peer : peers) {
+    for (int peer : write_to) {
       inputs[peer].write(offset, reduced, bytes);
     }
   }
@@ -123,7 +125,23 @@ void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadli
   const Segments segments = Segments::even(count, mesh.size());
   const auto buffers = share(mesh, data, count * element, deadline);
   reduce_own_segment(mesh, buffers, data, data + segments.begin(mesh.rank()) * element, segments,
-                     reduction, /*to_peers=*/true);
+                     reduction, /*write_to=*/peers_from(mesh));
+  barrier(mesh, deadline);
+}
+
+void reduce(Mesh& mesh, char* data, size_t count, Reduction reduction, int root,
+            Deadline deadline) {
+  // allreduce's, writing the reduced segments to the root only: the others keep nothing.
+  const size_t element = kernels::element_size(reduction.dtype);
+  const Segments segments = Segments::even(count, mesh.size());
+  const auto buffers = share(mesh, data, count * element, deadline);
+  if (mesh.rank() == root) {
+    reduce_own_segment(mesh, buffers, data, data + segments.begin(root) * element, segments,
+                       reduction, /*write_to=*/{});
+  } else {
+    reduce_own_segment(mesh, buffers, data, /*output=*/nullptr, segments, reduction,
+                       /*write_to=*/{root});
+  }
   barrier(mesh, deadline);
 }
 
@@ -132,7 +150,7 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
   const size_t element = kernels::element_size(reduction.dtype);
   const auto inputs = share(mesh, buffers.input, block_count * element * mesh.size(), deadline);
   reduce_own_segment(mesh, inputs, buffers.input, buffers.output,
-                     Segments::blocks(block_count, mesh.size()), reduction, /*to_peers=*/false);
+                     Segments::blocks(block_count, mesh.size()), reduction, /*write_to=*/{});
   barrier(mesh, deadline);
 }
 

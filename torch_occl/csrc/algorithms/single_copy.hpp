@@ -26,6 +26,8 @@ bool applies(const Mesh& mesh, size_t bytes);
 // the mesh has peer memory and picks single copies slice by slice (the split sizes may differ
 // from rank to rank; only the two ends of a slice agree on its size).
 void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline);
+void reduce(Mesh& mesh, char* data, size_t count, Reduction reduction, int root,
+            Deadline deadline);
 void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
                     Reduction reduction, Deadline deadline);
 void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline);

@@ -153,18 +153,24 @@ void MeshRuntime::allreduce_coalesced(kit::OpContext& op, const std::vector<at::
 void MeshRuntime::reduce(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
             const c10d::ReduceOptions& opts) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
-  // A private copy on every rank: non-root tensors must come out as they went in.
-  at::Tensor flat = flat_copy(tensors, reduction_dtype(ctx, algorithms::Reducing::Reduce,
-                                                       kit::total_numel(tensors), opts.reduceOp,
-                                                       tensors[0].scalar_type()));
-  ReducePlan p = plan(opts.reduceOp, flat.scalar_type());
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor& tensor = tensors[0];
+  const at::ScalarType dtype = reduction_dtype(ctx, algorithms::Reducing::Reduce,
+                                               kit::total_numel(tensors), opts.reduceOp,
+                                               tensor.scalar_type());
+  ReducePlan p = plan(opts.reduceOp, dtype);
+  // The algorithm only reads other ranks' data and writes the result over the root's, so the
+  // tensor itself serves where it is contiguous and in the reduction's dtype, unless PREMUL_SUM
+  // would scale a tensor that must come out as it went in. Else a private copy.
+  const bool in_place = tensors.size() == 1 && tensor.is_contiguous() &&
+                        tensor.scalar_type() == dtype && (ctx.rank == root || !p.premultiply);
+  at::Tensor flat = in_place ? tensor : flat_copy(tensors, dtype);
   premultiply(p, flat);
-  int root = static_cast<int>(opts.rootRank);
   algorithms::reduce(ctx.mesh, data_of(flat), static_cast<size_t>(flat.numel()), p.reduction,
                      root, ctx.deadline);
   if (ctx.rank != root) return;
   average(p, flat, ctx.size);
-  copy_back(flat, tensors);
+  if (!in_place) copy_back(flat, tensors);
 }
 
 void MeshRuntime::allgather(kit::OpContext& op, const std::vector<std::vector<at::Tensor>>& output_tensors,
