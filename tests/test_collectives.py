@@ -730,6 +730,7 @@ FORCED_ALGORITHMS = {
     "single-copy all_reduce": ({"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": "0", **SINGLE_COPY},
                                "all_reduce"),
     "single-copy broadcast": (SINGLE_COPY, "broadcast"),
+    "single-copy all_gather": (SINGLE_COPY, "all_gather"),
     "single-copy all_gather_into_tensor": (SINGLE_COPY, "all_gather_into_tensor"),
     "single-copy reduce_scatter_tensor": (SINGLE_COPY, "reduce_scatter_tensor"),
     # The signature exchange is the barrier when it runs; without it, the barrier's own round.
@@ -749,6 +750,31 @@ def test_forced_algorithm(dist_pool, backend, world_size, algorithm):
         f"{len(failures)} failures in {algorithm} at world size {world_size}:\n"
         + "\n".join(failures[:60])
     )
+
+
+def w_all_gather_into_its_own_outputs(rank, ws):
+    """all_gather of 1 MiB per rank (single copies) whose outputs are consecutive views of one
+    tensor and whose input is the view of this rank's output, or straddles two outputs: every
+    peer must read the input before anything writes over it."""
+    n = 1 << 18
+    expected = torch.cat([torch.arange(n, dtype=torch.float32) + 1e6 * r for r in range(ws)])
+    problems = []
+    for where, start in (("its own output", rank * n),
+                         ("straddling two outputs", rank * n + (n // 2 if rank == 0 else -n // 2))):
+        everything = torch.zeros(ws * n)
+        everything[start:start + n] = expected[rank * n:(rank + 1) * n]
+        dist.all_gather(list(everything.split(n)), everything[start:start + n])
+        wrong = (everything != expected).nonzero()
+        if len(wrong):
+            problems.append(f"rank {rank}, input {where}: {len(wrong)} elements wrong, first "
+                            f"[{int(wrong[0])}] = {everything[int(wrong[0])].item()}")
+    return problems
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_all_gather_into_its_own_outputs(dist_pool, world_size):
+    problems = dist_pool(world_size).run(w_all_gather_into_its_own_outputs)
+    assert not [p for per_rank in problems for p in per_rank], problems
 
 
 def w_identity_after_all(rank, ws):

@@ -179,6 +179,19 @@ void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
                  Segments::blocks(block_bytes, mesh.size()), 1, deadline);
 }
 
+void allgather_into(Mesh& mesh, const void* input, const std::vector<void*>& outputs,
+                    size_t bytes, Deadline deadline) {
+  if (single_copy::applies(mesh, bytes)) {
+    return single_copy::allgather_into(mesh, input, outputs, bytes, deadline);
+  }
+  // Through one buffer of every rank's block, which the allgather algorithms move.
+  const int n = mesh.size();
+  std::unique_ptr<char[]> blocks(new char[bytes * n]);
+  std::memcpy(blocks.get() + bytes * mesh.rank(), input, bytes);
+  allgather(mesh, blocks.get(), bytes, deadline);
+  for (int r = 0; r < n; ++r) std::memcpy(outputs[r], blocks.get() + bytes * r, bytes);
+}
+
 void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline) {
   if (mesh.size() == 1 || bytes == 0) return;
   if (single_copy::applies(mesh, bytes)) {
@@ -204,6 +217,9 @@ void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline
 void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size_t bytes,
             int root, Deadline deadline) {
   if (mesh.size() == 1 || bytes == 0) return;
+  if (single_copy::applies(mesh, bytes)) {
+    return single_copy::gather(mesh, data, blocks, bytes, root, deadline);
+  }
   if (mesh.rank() != root) return mesh.exchange({{root, data, bytes}}, {}, deadline);
   std::vector<transport::RecvOp> recvs;
   for (int peer = 0; peer < mesh.size(); ++peer) {
@@ -215,6 +231,9 @@ void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size
 void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, size_t bytes,
              int root, Deadline deadline) {
   if (bytes == 0) return;
+  if (single_copy::applies(mesh, bytes)) {
+    return single_copy::scatter(mesh, blocks, data, bytes, root, deadline);
+  }
   if (mesh.rank() != root) return mesh.exchange({}, {{root, data, bytes}}, deadline);
   std::memcpy(data, blocks[root], bytes);
   std::vector<transport::SendOp> sends;

@@ -52,6 +52,11 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
 // Every rank ends with every block.
 void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline);
 
+// Every rank's `input` (`bytes`) into outputs[r] of every rank, r the sender (outputs: one
+// buffer per rank, none overlapping `input`).
+void allgather_into(Mesh& mesh, const void* input, const std::vector<void*>& outputs,
+                    size_t bytes, Deadline deadline);
+
 // Copies `bytes` from `root`'s data into every other rank's data.
 void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline);
 

@@ -186,7 +186,7 @@ void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
   const size_t single_copy_min = Tuning::get().single_copy_min_bytes;
   auto large = [&](size_t bytes) { return bytes >= single_copy_min; };
   const int r = mesh.rank();
-  std::memcpy(receives[r].data, sends[r].data, sends[r].bytes);
+  if (sends[r].bytes > 0) std::memcpy(receives[r].data, sends[r].data, sends[r].bytes);
   std::vector<Region> outgoing(mesh.size());
   std::vector<Region> incoming(mesh.size());
   std::vector<transport::SendOp> to_peers;
@@ -231,6 +231,44 @@ void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
   if (!copied.empty() || !released.empty()) mesh.exchange(copied, released, deadline);
   // Every rank sent and received the same messages: the links are in step, the group usable.
   if (!mismatch.empty()) throw kit::MismatchError(mismatch);
+}
+
+void allgather_into(Mesh& mesh, const void* input, const std::vector<void*>& outputs,
+                    size_t bytes, Deadline deadline) {
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> receives;
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    sends.push_back({peer, input, bytes});
+    receives.push_back({peer, outputs[peer], bytes});
+  }
+  alltoall(mesh, sends, receives, deadline);
+}
+
+void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size_t bytes,
+            int root, Deadline deadline) {
+  const bool is_root = mesh.rank() == root;
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> receives;
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    const bool to_root = peer == root && !is_root;
+    const bool from_peer = is_root && peer != root;
+    sends.push_back({peer, data, to_root ? bytes : 0});
+    receives.push_back({peer, blocks.empty() ? nullptr : blocks[peer], from_peer ? bytes : 0});
+  }
+  alltoall(mesh, sends, receives, deadline);
+}
+
+void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, size_t bytes,
+             int root, Deadline deadline) {
+  const bool is_root = mesh.rank() == root;
+  std::vector<transport::SendOp> sends;
+  std::vector<transport::RecvOp> receives;
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    sends.push_back({peer, is_root ? blocks[peer] : nullptr, is_root ? bytes : 0});
+    const bool from_root = peer == root;
+    receives.push_back({peer, from_root ? data : nullptr, from_root ? bytes : 0});
+  }
+  alltoall(mesh, sends, receives, deadline);
 }
 
 }  // namespace occl::algorithms::single_copy

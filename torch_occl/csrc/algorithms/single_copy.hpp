@@ -34,6 +34,13 @@ void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline);
 void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline);
 void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,
               const std::vector<transport::RecvOp>& receives, Deadline deadline);
+// alltoall's, with only the slices that gather, scatter or allgather_into move holding bytes.
+void allgather_into(Mesh& mesh, const void* input, const std::vector<void*>& outputs,
+                    size_t bytes, Deadline deadline);
+void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size_t bytes,
+            int root, Deadline deadline);
+void scatter(Mesh& mesh, const std::vector<const void*>& blocks, void* data, size_t bytes,
+             int root, Deadline deadline);
 
 // The parts of the above, among some ranks of the group that `memory` reaches (hierarchical.hpp:
 // a host's ranks, Mesh::host_memory); only they call these.

@@ -176,15 +176,21 @@ void MeshRuntime::reduce(kit::OpContext& op, const std::vector<at::Tensor>& tens
 void MeshRuntime::allgather(kit::OpContext& op, const std::vector<std::vector<at::Tensor>>& output_tensors,
                const std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions&) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
-  const at::Tensor& input = input_tensors[0];
-  int64_t block = input.numel();
-  at::Tensor blocks = at::empty({block * ctx.size}, input.options());
-  block_of(blocks, block, ctx.rank).view(input.sizes()).copy_(input);
-  algorithms::allgather(ctx.mesh, data_of(blocks), bytes_of(input), ctx.deadline);
+  // Each output is received into where it lies and the input sent from where it lies (contiguous
+  // copies of those that are not), unless an output shares the input's memory: its bytes would
+  // change before every peer has read them.
   const auto& outputs = output_tensors[0];
-  for (int r = 0; r < ctx.size; ++r) {
-    outputs[r].copy_(block_of(blocks, block, r).view(outputs[r].sizes()));
-  }
+  const at::Tensor& input_tensor = input_tensors[0];
+  const bool overlapping =
+      std::any_of(outputs.begin(), outputs.end(),
+                  [&](const at::Tensor& output) { return output.is_alias_of(input_tensor); });
+  const at::Tensor input = overlapping ? input_tensor.clone(at::MemoryFormat::Contiguous)
+                                       : input_tensor.contiguous();
+  std::vector<Staged> staged(outputs.begin(), outputs.end());
+  std::vector<void*> blocks;
+  for (const auto& output : staged) blocks.push_back(output.data());
+  algorithms::allgather_into(ctx.mesh, data_of(input), blocks, bytes_of(input), ctx.deadline);
+  for (const auto& output : staged) output.commit();
 }
 
 void MeshRuntime::allgather_base(kit::OpContext& op, const at::Tensor& output_tensor,
