@@ -733,6 +733,7 @@ FORCED_ALGORITHMS = {
     "single-copy all_gather": (SINGLE_COPY, "all_gather"),
     "single-copy all_gather_into_tensor": (SINGLE_COPY, "all_gather_into_tensor"),
     "single-copy reduce_scatter_tensor": (SINGLE_COPY, "reduce_scatter_tensor"),
+    "single-copy reduce_scatter": (SINGLE_COPY, "reduce_scatter"),
     # The signature exchange is the barrier when it runs; without it, the barrier's own round.
     "barrier without the agreement check": ({"OCCL_CHECK_SIGNATURES": "0"}, "barrier"),
 }
@@ -771,9 +772,30 @@ def w_all_gather_into_its_own_outputs(rank, ws):
     return problems
 
 
+def w_reduce_scatter_into_its_own_input(rank, ws):
+    """reduce_scatter (the list form) of 1 MiB per rank (single copies) whose output is this
+    rank's input block, or straddles two: every peer must read the blocks before the result
+    writes over them."""
+    n = 1 << 18
+    contribution = torch.arange(ws * n, dtype=torch.float32)  # every rank the same
+    problems = []
+    for where, start in (("its own input", rank * n),
+                         ("straddling two inputs", rank * n + (n // 2 if rank == 0 else -n // 2))):
+        everything = contribution.clone()
+        dist.reduce_scatter(everything[start:start + n], list(everything.split(n)))
+        expected = ws * contribution[rank * n:(rank + 1) * n]
+        wrong = (everything[start:start + n] != expected).nonzero()
+        if len(wrong):
+            problems.append(f"rank {rank}, output {where}: {len(wrong)} elements wrong, first "
+                            f"[{int(wrong[0])}] = {everything[start + int(wrong[0])].item()}")
+    return problems
+
+
+@pytest.mark.parametrize("worker", [w_all_gather_into_its_own_outputs,
+                                    w_reduce_scatter_into_its_own_input])
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_all_gather_into_its_own_outputs(dist_pool, world_size):
-    problems = dist_pool(world_size).run(w_all_gather_into_its_own_outputs)
+def test_collective_whose_output_and_input_share_memory(dist_pool, world_size, worker):
+    problems = dist_pool(world_size).run(worker)
     assert not [p for per_rank in problems for p in per_rank], problems
 
 

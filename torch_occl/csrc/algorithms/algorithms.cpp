@@ -167,6 +167,20 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
                       reduction, deadline);
 }
 
+void reduce_scatter_list(Mesh& mesh, const std::vector<const char*>& blocks, char* output,
+                         size_t block_count, Reduction reduction, Deadline deadline) {
+  if (block_count == 0) return;
+  if (mesh.size() > 1 && reduce_scatter_path(mesh, block_count, reduction) == Path::SingleCopy) {
+    return single_copy::reduce_scatter_list(mesh, blocks, output, block_count, reduction,
+                                            deadline);
+  }
+  // Else the blocks joined in one buffer, which the other algorithms fill with partial sums.
+  const size_t bytes = block_count * kernels::element_size(reduction.dtype);
+  std::unique_ptr<char[]> joined(new char[bytes * mesh.size()]);
+  for (int j = 0; j < mesh.size(); ++j) std::memcpy(joined.get() + bytes * j, blocks[j], bytes);
+  reduce_scatter(mesh, {joined.get(), joined.get(), output}, block_count, reduction, deadline);
+}
+
 void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline) {
   if (mesh.size() == 1 || block_bytes == 0) return;
   if (single_copy::applies(mesh, block_bytes * mesh.size())) {

@@ -48,6 +48,11 @@ struct ReduceBuffers {
 void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
                     Reduction reduction, Deadline deadline);
 
+// reduce_scatter with this rank's input in a block per rank, anywhere (blocks[j] for rank j,
+// each only read).
+void reduce_scatter_list(Mesh& mesh, const std::vector<const char*>& blocks, char* output,
+                         size_t block_count, Reduction reduction, Deadline deadline);
+
 // `data` holds mesh.size() blocks of `block_bytes`; block r must hold this rank's contribution.
 // Every rank ends with every block.
 void allgather(Mesh& mesh, void* data, size_t block_bytes, Deadline deadline);

@@ -52,9 +52,10 @@ std::vector<int> peers_from(const Ring& members) {
 
 std::vector<int> peers_from(const Mesh& mesh) { return peers_from(Ring::whole(mesh)); }
 
-// Reduces segment r (this rank's) of every rank's `inputs` into `output` (nullptr: kept only
-// while it is written to `write_to`), in pieces of
-// Tuning::pipeline_chunk_bytes, folded in rank order so that the bits do not depend on r. A
+// Reduces this rank's segment (`count` elements from element `first`) of every rank's `inputs`
+// and of its own `input` into `output` (nullptr: kept only while it is written to `write_to`),
+// in pieces of Tuning::pipeline_chunk_bytes, folded in rank order so that the bits do not
+// depend on r. A
 // peer's piece is read where this rank maps it (shared_empty tensors), or else first copied
 // into a small staging buffer that stays in cache.
 // `write_to`: peers into whose buffers each reduced piece is also written, while it is in cache
@@ -62,7 +63,7 @@ std::vector<int> peers_from(const Mesh& mesh) { return peers_from(Ring::whole(me
 // peer's buffer, and it reads each piece before it writes it, so no peer has to wait for
 // another.
 void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const char* input,
-                        char* output, const Segments& segments, Reduction reduction,
+                        char* output, size_t first, size_t count, Reduction reduction,
                         const std::vector<int>& write_to) {
   const int n = mesh.size();
   const int r = mesh.rank();
@@ -72,9 +73,9 @@ void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const
   std::unique_ptr<char[]> staging(new char[chunk * element * (n + 1)]);
   std::vector<const void*> sources(n);
   const std::vector<int> peers = peers_from(mesh);
-  for (size_t done = 0; done < segments.count(r); done += chunk) {
-    const size_t bytes = std::min(chunk, segments.count(r) - done) * element;
-    const size_t offset = segments.begin(r) * element + done * element;
+  for (size_t done = 0; done < count; done += chunk) {
+    const size_t bytes = std::min(chunk, count - done) * element;
+    const size_t offset = (first + done) * element;
     for (int peer : peers) {
       if (const char* mapped = inputs[peer].mapped_for_reading(offset, bytes)) {
         sources[peer] = mapped;
@@ -123,9 +124,10 @@ bool applies(const Mesh& mesh, size_t bytes) {
 void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline) {
   const size_t element = kernels::element_size(reduction.dtype);
   const Segments segments = Segments::even(count, mesh.size());
+  const int r = mesh.rank();
   const auto buffers = share(mesh, data, count * element, deadline);
-  reduce_own_segment(mesh, buffers, data, data + segments.begin(mesh.rank()) * element, segments,
-                     reduction, /*write_to=*/peers_from(mesh));
+  reduce_own_segment(mesh, buffers, data, data + segments.begin(r) * element, segments.begin(r),
+                     segments.count(r), reduction, /*write_to=*/peers_from(mesh));
   barrier(mesh, deadline);
 }
 
@@ -134,13 +136,14 @@ void reduce(Mesh& mesh, char* data, size_t count, Reduction reduction, int root,
   // allreduce's, writing the reduced segments to the root only: the others keep nothing.
   const size_t element = kernels::element_size(reduction.dtype);
   const Segments segments = Segments::even(count, mesh.size());
+  const int r = mesh.rank();
   const auto buffers = share(mesh, data, count * element, deadline);
-  if (mesh.rank() == root) {
-    reduce_own_segment(mesh, buffers, data, data + segments.begin(root) * element, segments,
-                       reduction, /*write_to=*/{});
+  if (r == root) {
+    reduce_own_segment(mesh, buffers, data, data + segments.begin(r) * element, segments.begin(r),
+                       segments.count(r), reduction, /*write_to=*/{});
   } else {
-    reduce_own_segment(mesh, buffers, data, /*output=*/nullptr, segments, reduction,
-                       /*write_to=*/{root});
+    reduce_own_segment(mesh, buffers, data, /*output=*/nullptr, segments.begin(r),
+                       segments.count(r), reduction, /*write_to=*/{root});
   }
   barrier(mesh, deadline);
 }
@@ -149,8 +152,25 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
                     Reduction reduction, Deadline deadline) {
   const size_t element = kernels::element_size(reduction.dtype);
   const auto inputs = share(mesh, buffers.input, block_count * element * mesh.size(), deadline);
-  reduce_own_segment(mesh, inputs, buffers.input, buffers.output,
-                     Segments::blocks(block_count, mesh.size()), reduction, /*write_to=*/{});
+  reduce_own_segment(mesh, inputs, buffers.input, buffers.output, block_count * mesh.rank(),
+                     block_count, reduction, /*write_to=*/{});
+  barrier(mesh, deadline);
+}
+
+void reduce_scatter_list(Mesh& mesh, const std::vector<const char*>& blocks, char* output,
+                         size_t block_count, Reduction reduction, Deadline deadline) {
+  // reduce_scatter's, with each rank's blocks where they lie: a peer shows this rank only the
+  // block it reduces.
+  const size_t bytes = block_count * kernels::element_size(reduction.dtype);
+  std::vector<Region> for_peer(mesh.size());
+  for (int peer = 0; peer < mesh.size(); ++peer) for_peer[peer] = region_of(blocks[peer], bytes);
+  const auto regions = swap_regions(mesh, Ring::whole(mesh), for_peer, deadline);
+  std::vector<PeerBuffer> inputs(mesh.size());
+  for (int peer : peers_from(mesh)) {
+    inputs[peer] = PeerBuffer(mesh.peer_memory(), peer, regions[peer]);
+  }
+  reduce_own_segment(mesh, inputs, blocks[mesh.rank()], output, 0, block_count, reduction,
+                     /*write_to=*/{});
   barrier(mesh, deadline);
 }
 

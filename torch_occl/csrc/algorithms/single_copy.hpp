@@ -30,6 +30,8 @@ void reduce(Mesh& mesh, char* data, size_t count, Reduction reduction, int root,
             Deadline deadline);
 void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
                     Reduction reduction, Deadline deadline);
+void reduce_scatter_list(Mesh& mesh, const std::vector<const char*>& blocks, char* output,
+                         size_t block_count, Reduction reduction, Deadline deadline);
 void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline);
 void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline);
 void alltoall(Mesh& mesh, const std::vector<transport::SendOp>& sends,

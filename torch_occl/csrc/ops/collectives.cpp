@@ -246,12 +246,34 @@ void MeshRuntime::reduce_scatter(kit::OpContext& op, const std::vector<at::Tenso
                     const c10d::ReduceScatterOptions& opts) {
   Call ctx{*mesh_, op.rank, op.size, op.deadline};
   const at::Tensor& output = output_tensors[0];
-  at::Tensor blocks = flat_copy(
-      input_tensors[0], reduction_dtype(ctx, algorithms::Reducing::ReduceScatter, output.numel(),
-                                        opts.reduceOp, output.scalar_type()));
-  at::Tensor reduced = at::empty({output.numel()}, blocks.options());
-  reduce_scatter_blocks(ctx, blocks, reduced, opts.reduceOp, true);
-  output.copy_(reduced.view(output.sizes()));
+  const auto& inputs = input_tensors[0];
+  const at::ScalarType dtype = reduction_dtype(ctx, algorithms::Reducing::ReduceScatter,
+                                               output.numel(), opts.reduceOp,
+                                               output.scalar_type());
+  ReducePlan p = plan(opts.reduceOp, dtype);
+  if (dtype != output.scalar_type() || p.premultiply) {  // in a private copy
+    at::Tensor blocks = flat_copy(inputs, dtype);
+    at::Tensor reduced = at::empty({output.numel()}, blocks.options());
+    reduce_scatter_blocks(ctx, blocks, reduced, opts.reduceOp, true);
+    output.copy_(reduced.view(output.sizes()));
+    return;
+  }
+  // Each input is read where it lies (a contiguous copy of one that is not), unless the output
+  // shares its memory: the result would change it before every peer has read it.
+  const bool overlapping = std::any_of(inputs.begin(), inputs.end(), [&](const at::Tensor& input) {
+    return input.is_alias_of(output);
+  });
+  std::vector<at::Tensor> blocks;
+  std::vector<const char*> block_data;
+  for (const auto& input : inputs) {
+    blocks.push_back(overlapping ? input.clone(at::MemoryFormat::Contiguous) : input.contiguous());
+    block_data.push_back(static_cast<const char*>(data_of(blocks.back())));
+  }
+  Staged staged(output);
+  algorithms::reduce_scatter_list(ctx.mesh, block_data, static_cast<char*>(staged.data()),
+                                  static_cast<size_t>(output.numel()), p.reduction, ctx.deadline);
+  average(p, staged.buffer(), ctx.size);
+  staged.commit();
 }
 
 void MeshRuntime::reduce_scatter_base(kit::OpContext& op, const at::Tensor& output_tensor,
