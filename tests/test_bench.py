@@ -15,8 +15,9 @@ import torch
 import torch.distributed as dist
 
 REPO = Path(__file__).resolve().parent.parent
-ROW_OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "reduce", "broadcast",
-           "all_to_all_single", "all_to_all", "barrier", "send_recv", "ping_pong")
+ROW_OPS = ("all_reduce", "all_gather_into_tensor", "all_gather", "reduce_scatter_tensor",
+           "reduce_scatter", "reduce", "gather", "scatter", "broadcast", "all_to_all_single",
+           "all_to_all", "barrier", "send_recv", "ping_pong")
 
 
 def _environment(tmp_path: Path, hidden: tuple[str, ...] = ("deepspeed",)) -> dict:

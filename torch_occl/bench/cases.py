@@ -13,8 +13,12 @@ import torch.distributed as dist
 OPS = (
     "all_reduce",
     "all_gather_into_tensor",
+    "all_gather",  # the list form: one output tensor per rank
     "reduce_scatter_tensor",
+    "reduce_scatter",  # the list form: one input tensor per rank
     "reduce",  # to rank 0
+    "gather",  # to rank 0
+    "scatter",  # from rank 0
     "broadcast",
     "all_to_all_single",
     "all_to_all",  # the list form: one tensor per peer each way
@@ -25,7 +29,7 @@ OPS = (
 # Timed only when asked for (--ops new_group,new_subgroups,split_group): forming groups.
 FORMATION_OPS = ("new_group", "new_subgroups", "split_group")
 SIZELESS_OPS = ("barrier",) + FORMATION_OPS
-REDUCING_OPS = ("all_reduce", "reduce_scatter_tensor", "reduce")
+REDUCING_OPS = ("all_reduce", "reduce_scatter_tensor", "reduce_scatter", "reduce")
 # How a row calls its op: torch.distributed's blocking call; async_op=True and then wait(); or
 # the functional op and wait_tensor, as DTensor, tensor parallelism and compiled code call it.
 CALLS = ("sync", "async", "functional")
@@ -72,8 +76,8 @@ def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 def bus_factor(op: str, n: int) -> float:
     if op == "all_reduce":
         return 2 * (n - 1) / n
-    if op in ("all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
-              "all_to_all"):
+    if op in ("all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "reduce_scatter",
+              "all_to_all_single", "all_to_all", "gather", "scatter"):
         return (n - 1) / n
     return 1.0
 
@@ -132,8 +136,25 @@ class Case:
             self.data = empty(count, dtype=dtype).fill_(fill)
             self.out = empty(count * n, dtype=dtype)
             self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(count)
+        elif op == "all_gather":
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.out = [empty(count, dtype=dtype) for _ in range(n)]
+            self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(count)
+        elif op == "gather":  # only rank 0 has outputs
+            self.data = empty(count, dtype=dtype).fill_(fill)
+            self.out = [empty(count, dtype=dtype) for _ in range(n)] if rank == 0 else None
+            self.expected = torch.arange(1, n + 1, dtype=dtype).repeat_interleave(count)
+        elif op == "scatter":  # only rank 0 has inputs: block j holds j + 1
+            self.data = ([empty(count, dtype=dtype).fill_(j + 1) for j in range(n)]
+                         if rank == 0 else None)
+            self.out = empty(count, dtype=dtype)
+            self.expected = torch.full((count,), fill, dtype=dtype)
         elif op == "reduce_scatter_tensor":
             self.data = empty(count * n, dtype=dtype).fill_(fill)
+            self.out = empty(count, dtype=dtype)
+            self.expected = torch.full((count,), reduced(redop, n), dtype=dtype)
+        elif op == "reduce_scatter":
+            self.data = [empty(count, dtype=dtype).fill_(fill) for _ in range(n)]
             self.out = empty(count, dtype=dtype)
             self.expected = torch.full((count,), reduced(redop, n), dtype=dtype)
         elif op == "reduce":
@@ -239,9 +260,18 @@ class Case:
             return self.all_reduce(self.data, self.redop, group, async_op)
         if op == "all_gather_into_tensor":
             return dist.all_gather_into_tensor(self.out, self.data, group=group, async_op=async_op)
+        if op == "all_gather":
+            return dist.all_gather(self.out, self.data, group=group, async_op=async_op)
+        if op == "gather":
+            return dist.gather(self.data, self.out, dst=0, group=group, async_op=async_op)
+        if op == "scatter":
+            return dist.scatter(self.out, self.data, src=0, group=group, async_op=async_op)
         if op == "reduce_scatter_tensor":
             return dist.reduce_scatter_tensor(self.out, self.data, op=REDOPS[self.redop],
                                               group=group, async_op=async_op)
+        if op == "reduce_scatter":
+            return dist.reduce_scatter(self.out, self.data, op=REDOPS[self.redop], group=group,
+                                       async_op=async_op)
         if op == "reduce":
             return dist.reduce(self.data, dst=0, op=REDOPS[self.redop], group=group,
                                async_op=async_op)
@@ -290,8 +320,8 @@ class Case:
             return self.data if self.rank == 1 else None
         if self.op == "ping_pong":
             return {0: self.out, 1: self.data}.get(self.rank)
-        if self.op == "all_to_all":
-            return torch.cat(self.out)
+        if self.op in ("all_to_all", "all_gather", "gather"):
+            return torch.cat(self.out) if self.out is not None else None
         return getattr(self, "out", None)
 
     def wrong(self) -> int:
@@ -317,7 +347,7 @@ def floor_bytes(op: str, nbytes: int, rank: int, n: int) -> int:
     evenly by the ranks that take part. Reductions also read n inputs; the floor leaves that out."""
     if op in SIZELESS_OPS:
         return 0
-    if op == "all_gather_into_tensor":
+    if op in ("all_gather_into_tensor", "all_gather"):
         return nbytes * n
     if op == "broadcast":  # the root's tensor is not written
         return nbytes * (n - 1) // n
