@@ -135,18 +135,20 @@ bool use_f16c() {
   return use;
 }
 
+// What the 32-lane kernels use besides their own instructions: word and doubleword masks,
+// vfpclassps.
+bool has_avx512_bw_dq() {
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+}
+
 bool use_avx512_fp16() {
-  static const bool use = Tuning::get().float16_lanes >= 32 &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") &&
+  static const bool use = Tuning::get().float16_lanes >= 32 && has_avx512_bw_dq() &&
                           __builtin_cpu_supports("avx512fp16");
   return use;
 }
 
 bool use_avx512_bf16() {
-  static const bool use = Tuning::get().bfloat16_lanes >= 32 &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") &&
+  static const bool use = Tuning::get().bfloat16_lanes >= 32 && has_avx512_bw_dq() &&
                           __builtin_cpu_supports("avx512bf16");
   return use;
 }
