@@ -55,9 +55,8 @@ std::vector<int> peers_from(const Mesh& mesh) { return peers_from(Ring::whole(me
 // Reduces this rank's segment (`count` elements from element `first`) of every rank's `inputs`
 // and of its own `input` into `output` (nullptr: kept only while it is written to `write_to`),
 // in pieces of Tuning::pipeline_chunk_bytes, folded in rank order so that the bits do not
-// depend on r. A
-// peer's piece is read where this rank maps it (shared_empty tensors), or else first copied
-// into a small staging buffer that stays in cache.
+// depend on r. A peer's piece is read where this rank maps it (shared_empty tensors), or else
+// first copied into a small staging buffer that stays in cache.
 // `write_to`: peers into whose buffers each reduced piece is also written, while it is in cache
 // (the same place in theirs as in `inputs`). Only this rank reads or writes segment r of a
 // peer's buffer, and it reads each piece before it writes it, so no peer has to wait for
