@@ -2,7 +2,6 @@
 
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -21,16 +20,7 @@ namespace occl::transport {
 }
 
 size_t Channel::write(const iovec* iov, int count) const {
-  if (out) {
-    size_t moved = 0;
-    for (int i = 0; i < count && moved < kPassBytes; ++i) {
-      size_t want = std::min(iov[i].iov_len, kPassBytes - moved);
-      size_t n = out->write_some(static_cast<const char*>(iov[i].iov_base), want);
-      moved += n;
-      if (n < want) break;
-    }
-    return moved;
-  }
+  if (out) return out->write_some(iov, count, kPassBytes);
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = count;
@@ -42,16 +32,7 @@ size_t Channel::write(const iovec* iov, int count) const {
 }
 
 size_t Channel::read(const iovec* iov, int count) const {
-  if (in) {
-    size_t moved = 0;
-    for (int i = 0; i < count && moved < kPassBytes; ++i) {
-      size_t want = std::min(iov[i].iov_len, kPassBytes - moved);
-      size_t n = in->read_some(static_cast<char*>(iov[i].iov_base), want);
-      moved += n;
-      if (n < want) break;
-    }
-    return moved;
-  }
+  if (in) return in->read_some(iov, count, kPassBytes);
   ssize_t n = ::readv(fd, iov, count);
   if (n == 0) throw_closed(peer);
   if (n > 0) return static_cast<size_t>(n);

@@ -80,7 +80,6 @@ struct Mesh::Pass {
   bool pending = false;
   bool waits_on_tcp = false;
   bool waits_on_shm = false;
-  std::vector<pollfd> fds;  // for poll(): the abort eventfd, then the TCP links still pending
 };
 
 Mesh::Mesh(int rank, int size, std::vector<Socket> peers, std::shared_ptr<ShmLinks> shm,
@@ -160,7 +159,6 @@ std::string Mesh::abort_cause() {
 
 Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs) {
   Pass pass;
-  pass.fds.push_back({abort_fd_, POLLIN, 0});
   iovec iov[2];
   for (auto& t : sends) {
     if (t.finished()) continue;
@@ -171,12 +169,7 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
     pass.moved |= n > 0;
     if (t.finished()) continue;
     pass.pending = true;
-    if (link.out) {
-      pass.waits_on_shm = true;
-    } else {
-      pass.waits_on_tcp = true;
-      pass.fds.push_back({link.socket.fd(), POLLOUT, 0});
-    }
+    (link.out ? pass.waits_on_shm : pass.waits_on_tcp) = true;
   }
   for (auto& t : recvs) {
     if (t.finished()) continue;
@@ -192,12 +185,7 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
     }
     if (t.finished()) continue;
     pass.pending = true;
-    if (link.in) {
-      pass.waits_on_shm = true;
-    } else {
-      pass.waits_on_tcp = true;
-      pass.fds.push_back({link.socket.fd(), POLLIN, 0});
-    }
+    (link.in ? pass.waits_on_shm : pass.waits_on_tcp) = true;
   }
   return pass;
 }
@@ -254,10 +242,21 @@ void Mesh::check_alive(const std::vector<Transfer>& sends, const std::vector<Tra
   }
 }
 
-void Mesh::sleep_on_doorbell(uint32_t seen, const std::vector<Transfer>& sends,
+void Mesh::sleep_on_doorbell(const std::vector<Transfer>& sends,
                              const std::vector<Transfer>& recvs, Deadline deadline) {
-  shm_->own_doorbell().wait(seen, std::min(kLivenessCheckMs, millis_until(deadline)));
-  if (shm_->own_doorbell().value() == seen) check_alive(sends, recvs);  // woke by timeout
+  // What may have moved between the last pass and counting as a sleeper.
+  auto ready = [&] {
+    if (aborted_) return true;
+    for (const auto& t : sends) {
+      if (!t.finished() && links_[t.peer].out->writable()) return true;
+    }
+    for (const auto& t : recvs) {
+      if (!t.finished() && links_[t.peer].in->readable()) return true;
+    }
+    return false;
+  };
+  const int timeout_ms = std::min(kLivenessCheckMs, millis_until(deadline));
+  if (shm_->own_doorbell().sleep_unless(ready, timeout_ms)) check_alive(sends, recvs);
 }
 
 void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvOp>& recv_ops,
@@ -280,8 +279,6 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
   int idle_passes = 0;
   for (;;) {
     if (aborted_) throw TransportError(TransportError::Kind::Aborted, abort_cause());
-    // Read before the pass: a doorbell rung after this read makes the sleep below return at once.
-    const uint32_t seen = shm_ ? shm_->own_doorbell().value() : 0;
     Pass pass = progress(sends, recvs);
     if (!pass.pending) return;
     if (pass.moved) {
@@ -304,13 +301,26 @@ void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvO
       continue;
     }
     if (!pass.waits_on_tcp) {
-      sleep_on_doorbell(seen, sends, recvs, deadline);
+      sleep_on_doorbell(sends, recvs, deadline);
       continue;
     }
     // TCP: poll() wakes on the sockets; mixed with shared memory it wakes often enough to see
     // the rings move too.
-    int rc = ::poll(pass.fds.data(), pass.fds.size(), pass.waits_on_shm ? 1 : millis_until(deadline));
-    if (rc < 0 && errno != EINTR) throw_io(rank_, "poll on", errno);
+    poll_sockets(sends, recvs, pass.waits_on_shm ? 1 : millis_until(deadline));
+  }
+}
+
+void Mesh::poll_sockets(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs,
+                        int timeout_ms) {
+  std::vector<pollfd> fds{{abort_fd_, POLLIN, 0}};
+  for (const auto& t : sends) {
+    if (!t.finished() && !links_[t.peer].out) fds.push_back({links_[t.peer].socket.fd(), POLLOUT, 0});
+  }
+  for (const auto& t : recvs) {
+    if (!t.finished() && !links_[t.peer].in) fds.push_back({links_[t.peer].socket.fd(), POLLIN, 0});
+  }
+  if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+    throw_io(rank_, "poll on", errno);
   }
 }
 

@@ -123,9 +123,12 @@ class Mesh {
   void exchange(const std::vector<SendOp>& sends, const std::vector<RecvOp>& recvs,
                 Deadline deadline, Waiting waiting);
   Pass progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs);
-  void sleep_on_doorbell(uint32_t seen, const std::vector<Transfer>& sends,
+  void sleep_on_doorbell(const std::vector<Transfer>& sends,
                          const std::vector<Transfer>& recvs, Deadline deadline);
   void check_alive(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs);
+  // poll() on the abort eventfd and the TCP links of the pending transfers.
+  void poll_sockets(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs,
+                    int timeout_ms);
   static std::vector<int> pending_peers(const std::vector<Transfer>& sends,
                                         const std::vector<Transfer>& recvs);
   std::string abort_cause();

@@ -38,6 +38,12 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
 
+// Moves a cursor forward and rings the doorbell of the side that waits for it.
+void publish(std::atomic<uint64_t>& cursor, uint64_t value, Doorbell& doorbell) {
+  cursor.store(value, std::memory_order_release);
+  doorbell.ring();
+}
+
 }  // namespace
 
 // ---- ByteRing ---------------------------------------------------------------------------------
@@ -57,40 +63,53 @@ ByteRing::ByteRing(void* header, char* data, size_t capacity, Doorbell producer,
       producer_(producer),
       consumer_(consumer) {}
 
-size_t ByteRing::write_some(const char* data, size_t bytes) {
+size_t ByteRing::write_some(const iovec* iov, int count, size_t most) {
   const uint64_t start = cursors_->head.load(std::memory_order_relaxed);
-  uint64_t head = start;
-  while (bytes > 0) {
-    uint64_t tail = cursors_->tail.load(std::memory_order_acquire);
-    size_t at = static_cast<size_t>(head) & (capacity_ - 1);
-    size_t n = std::min({bytes, capacity_ - static_cast<size_t>(head - tail), capacity_ - at,
-                         kSliceBytes});
-    if (n == 0) break;
-    std::memcpy(data_ + at, data, n);
-    head += n;
-    data += n;
-    bytes -= n;
-    cursors_->head.store(head, std::memory_order_release);
-    consumer_.ring();
+  uint64_t head = start, published = start;
+  uint64_t tail = cursors_->tail.load(std::memory_order_acquire);
+  for (int i = 0; i < count && head - start < most; ++i) {
+    const char* from = static_cast<const char*>(iov[i].iov_base);
+    size_t left = std::min<size_t>(iov[i].iov_len, most - (head - start));
+    while (left > 0) {
+      if (head - tail == capacity_) tail = cursors_->tail.load(std::memory_order_acquire);
+      const size_t at = static_cast<size_t>(head) & (capacity_ - 1);
+      const size_t n = std::min({left, capacity_ - static_cast<size_t>(head - tail),
+                                 capacity_ - at, kSliceBytes - (head - published)});
+      if (n == 0) break;
+      std::memcpy(data_ + at, from, n);
+      head += n;
+      from += n;
+      left -= n;
+      if (head - published == kSliceBytes) publish(cursors_->head, published = head, consumer_);
+    }
+    if (left > 0) break;
   }
+  if (head != published) publish(cursors_->head, head, consumer_);
   return static_cast<size_t>(head - start);
 }
 
-size_t ByteRing::read_some(char* data, size_t bytes) {
+size_t ByteRing::read_some(const iovec* iov, int count, size_t most) {
   const uint64_t start = cursors_->tail.load(std::memory_order_relaxed);
-  uint64_t tail = start;
-  while (bytes > 0) {
-    uint64_t head = cursors_->head.load(std::memory_order_acquire);
-    size_t at = static_cast<size_t>(tail) & (capacity_ - 1);
-    size_t n = std::min({bytes, static_cast<size_t>(head - tail), capacity_ - at, kSliceBytes});
-    if (n == 0) break;
-    std::memcpy(data, data_ + at, n);
-    tail += n;
-    data += n;
-    bytes -= n;
-    cursors_->tail.store(tail, std::memory_order_release);
-    producer_.ring();
+  uint64_t tail = start, published = start;
+  uint64_t head = cursors_->head.load(std::memory_order_acquire);
+  for (int i = 0; i < count && tail - start < most; ++i) {
+    char* to = static_cast<char*>(iov[i].iov_base);
+    size_t left = std::min<size_t>(iov[i].iov_len, most - (tail - start));
+    while (left > 0) {
+      if (head == tail) head = cursors_->head.load(std::memory_order_acquire);
+      const size_t at = static_cast<size_t>(tail) & (capacity_ - 1);
+      const size_t n = std::min({left, static_cast<size_t>(head - tail), capacity_ - at,
+                                 kSliceBytes - (tail - published)});
+      if (n == 0) break;
+      std::memcpy(to, data_ + at, n);
+      tail += n;
+      to += n;
+      left -= n;
+      if (tail - published == kSliceBytes) publish(cursors_->tail, published = tail, producer_);
+    }
+    if (left > 0) break;
   }
+  if (tail != published) publish(cursors_->tail, tail, producer_);
   return static_cast<size_t>(tail - start);
 }
 
@@ -122,18 +141,17 @@ bool ByteRing::take_poke(Side side) {
 // ---- Doorbell ---------------------------------------------------------------------------------
 
 void Doorbell::ring() {
+  // Orders what the caller published before the read of the count (see the class comment).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (words_->sleepers.load(std::memory_order_relaxed) == 0) return;
   words_->value.fetch_add(1, std::memory_order_seq_cst);
-  if (words_->sleepers.load(std::memory_order_seq_cst) != 0) {
-    futex(&words_->value, FUTEX_WAKE, INT_MAX, nullptr);
-  }
+  futex(&words_->value, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 void Doorbell::wait(uint32_t seen, int timeout_ms) {
   timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
-  words_->sleepers.fetch_add(1, std::memory_order_seq_cst);
   // Returns at once if the value moved past `seen` since the caller read it: no lost wake-up.
   futex(&words_->value, FUTEX_WAIT, seen, &ts);
-  words_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 // ---- ShmLinks ---------------------------------------------------------------------------------

@@ -4,14 +4,16 @@
 // kernel frees it when the last rank unmaps it or dies). The region holds, for every ordered pair
 // of local ranks and each lane (collectives, point-to-point), a single-producer single-consumer
 // byte ring, and for every local rank and lane a doorbell:
-// a futex word that writers bump after they add bytes or free space, so a rank with nothing to do
-// sleeps in the kernel instead of spinning on a core another rank needs.
+// a futex word on which a rank with nothing to do sleeps in the kernel instead of spinning on a
+// core another rank needs; writers that add bytes or free space bump it only when someone sleeps.
 //
 // A ring carries the same framed byte stream as a TCP socket, so the Mesh treats both alike.
 #pragma once
 
 #include "peer_memory.hpp"
 #include "socket.hpp"
+
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,19 +27,38 @@ namespace occl::transport {
 
 class Bootstrap;
 
-// A futex word in shared memory: ring() wakes whoever waits on the value it had.
+// A futex word in shared memory, with a count of the threads asleep on it. Waking costs the
+// waker a store to a line its peer reads, so ring() does it only when someone sleeps; a sleeper
+// first counts itself, then looks once more at what it waits for (sleep_unless), and a ringer
+// first publishes, then reads the count: with a full fence on each side, either the sleeper sees
+// what was published or the ringer sees the sleeper.
 class Doorbell {
  public:
   explicit Doorbell(void* word) : words_(static_cast<Words*>(word)) {}
-  uint32_t value() const { return words_->value.load(std::memory_order_acquire); }
+  // Call after publishing (bytes, space, an abort flag).
   void ring();
+  // Sleeps at most `timeout_ms` unless `ready()` (called once, after this thread counts as a
+  // sleeper) holds; returns whether it slept through the timeout without a ring.
+  template <typename Ready>
+  bool sleep_unless(Ready ready, int timeout_ms) {
+    words_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = words_->value.load(std::memory_order_acquire);
+    bool timed_out = false;
+    if (!ready()) {
+      wait(seen, timeout_ms);
+      timed_out = words_->value.load(std::memory_order_acquire) == seen;
+    }
+    words_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    return timed_out;
+  }
+
+ private:
   // Sleeps while the value is still `seen`, at most `timeout_ms`.
   void wait(uint32_t seen, int timeout_ms);
 
- private:
   struct Words {
     std::atomic<uint32_t> value;
-    std::atomic<uint32_t> sleepers;  // ring() skips the wake-up syscall when nobody sleeps
+    std::atomic<uint32_t> sleepers;
   };
   Words* words_;
 };
@@ -50,9 +71,11 @@ class ByteRing {
   struct Cursors;  // at the start of each ring's part of the region
   ByteRing(void* header, char* data, size_t capacity, Doorbell producer, Doorbell consumer);
 
-  // Copy as many of the `bytes` as fit (or are there) and return how many.
-  size_t write_some(const char* data, size_t bytes);
-  size_t read_some(char* data, size_t bytes);
+  // Copy as many bytes of the `count` iovecs, at most `most`, as fit (or are there), and return
+  // how many. All of them are published at once (and the other side's doorbell rung once), so a
+  // frame's header and payload cost one hand-off.
+  size_t write_some(const iovec* iov, int count, size_t most);
+  size_t read_some(const iovec* iov, int count, size_t most);
   bool readable() const;
   bool writable() const;
 
