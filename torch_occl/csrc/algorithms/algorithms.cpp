@@ -16,12 +16,11 @@ namespace occl::algorithms {
 namespace {
 
 // Folds every rank's contribution in rank order, so every rank that does it gets the same bits:
-// slots[r] holds rank r's contribution except slots[own], whose contribution is `data`.
-void fold_in_rank_order(void* data, const std::vector<void*>& slots, int own, size_t count,
+// slots[r] holds rank r's contribution except slots[own], which this sets to `data`.
+void fold_in_rank_order(void* data, std::vector<void*>& slots, int own, size_t count,
                         Reduction reduction) {
-  std::vector<const void*> sources(slots.begin(), slots.end());
-  sources[own] = data;
-  kernels::reduce(data, sources.data(), static_cast<int>(sources.size()), count, reduction.dtype,
+  slots[own] = data;
+  kernels::reduce(data, slots.data(), static_cast<int>(slots.size()), count, reduction.dtype,
                   reduction.op);
 }
 

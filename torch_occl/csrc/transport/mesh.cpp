@@ -260,21 +260,38 @@ void Mesh::sleep_on_doorbell(const std::vector<Transfer>& sends,
 }
 
 void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvOp>& recv_ops,
-                    Deadline deadline, Waiting waiting) {
-  std::vector<Transfer> sends;
-  std::vector<Transfer> recvs;
-  sends.reserve(send_ops.size());
-  recvs.reserve(recv_ops.size());
-  for (const auto& op : send_ops) {
-    Link& link = links_.at(op.peer);
-    FrameHeader header{kFrameMagic, 0, link.sent++, op.bytes};
-    sends.push_back(Transfer{op.peer, static_cast<char*>(const_cast<void*>(op.data)), op.bytes,
-                             header});
-  }
-  for (const auto& op : recv_ops) {
-    recvs.push_back(Transfer{op.peer, static_cast<char*>(op.data), op.bytes, FrameHeader{}});
-  }
+                    Deadline deadline) {
+  sends_.clear();
+  recvs_.clear();
+  for (const auto& op : send_ops) add_send(op.peer, op.data, op.bytes);
+  for (const auto& op : recv_ops) add_recv(op.peer, op.data, op.bytes);
+  run_transfers(deadline, Waiting::ForData);
+}
 
+void Mesh::exchange_with_all(const void* mine, void* everyone, size_t bytes, Deadline deadline) {
+  sends_.clear();
+  recvs_.clear();
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    add_send(peer, mine, bytes);
+    add_recv(peer, static_cast<char*>(everyone) + peer * bytes, bytes);
+  }
+  run_transfers(deadline, Waiting::ForRanksToJoin);
+}
+
+void Mesh::add_send(int peer, const void* data, size_t bytes) {
+  Link& link = links_.at(peer);
+  FrameHeader header{kFrameMagic, 0, link.sent++, bytes};
+  sends_.push_back(Transfer{peer, static_cast<char*>(const_cast<void*>(data)), bytes, header});
+}
+
+void Mesh::add_recv(int peer, void* data, size_t bytes) {
+  recvs_.push_back(Transfer{peer, static_cast<char*>(data), bytes, FrameHeader{}});
+}
+
+void Mesh::run_transfers(Deadline deadline, Waiting waiting) {
+  std::vector<Transfer>& sends = sends_;
+  std::vector<Transfer>& recvs = recvs_;
   Clock::time_point idle_since{};  // when passes stopped moving bytes
   int idle_passes = 0;
   for (;;) {
@@ -322,17 +339,6 @@ void Mesh::poll_sockets(const std::vector<Transfer>& sends, const std::vector<Tr
   if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
     throw_io(rank_, "poll on", errno);
   }
-}
-
-void Mesh::exchange_with_all(const void* mine, void* everyone, size_t bytes, Deadline deadline) {
-  std::vector<SendOp> sends;
-  std::vector<RecvOp> recvs;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    sends.push_back({peer, mine, bytes});
-    recvs.push_back({peer, static_cast<char*>(everyone) + peer * bytes, bytes});
-  }
-  exchange(sends, recvs, deadline, Waiting::ForRanksToJoin);
 }
 
 }  // namespace occl::transport

@@ -64,9 +64,7 @@ class Mesh {
   // Runs every send and receive to completion, or throws TransportError (timeout, a closed
   // peer, a bad frame, abort). At most one send and one receive per peer per call.
   void exchange(const std::vector<SendOp>& sends, const std::vector<RecvOp>& recvs,
-                Deadline deadline) {
-    exchange(sends, recvs, deadline, Waiting::ForData);
-  }
+                Deadline deadline);
 
   // Sends `bytes` from `mine` to every other rank and receives rank r's into
   // `everyone + r * bytes` (the kit's agreement check; occl_kit/signature.hpp). Throws
@@ -120,8 +118,10 @@ class Mesh {
   // How a timeout describes what was still pending.
   enum class Waiting { ForData, ForRanksToJoin };
 
-  void exchange(const std::vector<SendOp>& sends, const std::vector<RecvOp>& recvs,
-                Deadline deadline, Waiting waiting);
+  // An exchange: the transfers are added to sends_ and recvs_, then run.
+  void add_send(int peer, const void* data, size_t bytes);
+  void add_recv(int peer, void* data, size_t bytes);
+  void run_transfers(Deadline deadline, Waiting waiting);
   Pass progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs);
   void sleep_on_doorbell(const std::vector<Transfer>& sends,
                          const std::vector<Transfer>& recvs, Deadline deadline);
@@ -140,6 +140,10 @@ class Mesh {
   std::vector<Link> links_;
   std::shared_ptr<ShmLinks> shm_;  // shared with the group's p2p engine
   std::vector<int> hosts_;
+  // The exchange in progress. Kept from one exchange to the next (a mesh runs one at a time),
+  // so that a small collective's exchanges allocate nothing.
+  std::vector<Transfer> sends_;
+  std::vector<Transfer> recvs_;
   std::chrono::microseconds spin_;  // how long a waiting rank spins before it sleeps
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up
