@@ -63,54 +63,51 @@ ByteRing::ByteRing(void* header, char* data, size_t capacity, Doorbell producer,
       producer_(producer),
       consumer_(consumer) {}
 
-size_t ByteRing::write_some(const iovec* iov, int count, size_t most) {
-  const uint64_t start = cursors_->head.load(std::memory_order_relaxed);
-  uint64_t head = start, published = start;
-  uint64_t tail = cursors_->tail.load(std::memory_order_acquire);
-  for (int i = 0; i < count && head - start < most; ++i) {
-    const char* from = static_cast<const char*>(iov[i].iov_base);
-    size_t left = std::min<size_t>(iov[i].iov_len, most - (head - start));
+// The producer copies into the ring behind `head`, the consumer out of it behind `tail`; each
+// side's room is bounded by the other's cursor, read again only when the room runs out.
+template <ByteRing::Side side>
+size_t ByteRing::move_some(const iovec* iov, int count, size_t most) {
+  constexpr bool writing = side == Side::Producer;
+  std::atomic<uint64_t>& own = writing ? cursors_->head : cursors_->tail;
+  std::atomic<uint64_t>& other = writing ? cursors_->tail : cursors_->head;
+  Doorbell& waiter = writing ? consumer_ : producer_;
+  const uint64_t start = own.load(std::memory_order_relaxed);
+  uint64_t cursor = start, published = start;
+  uint64_t other_seen = other.load(std::memory_order_acquire);
+  auto room = [&]() -> size_t {
+    return writing ? capacity_ - (cursor - other_seen) : other_seen - cursor;
+  };
+  for (int i = 0; i < count && cursor - start < most; ++i) {
+    char* bytes = static_cast<char*>(iov[i].iov_base);
+    size_t left = std::min<size_t>(iov[i].iov_len, most - (cursor - start));
     while (left > 0) {
-      if (head - tail == capacity_) tail = cursors_->tail.load(std::memory_order_acquire);
-      const size_t at = static_cast<size_t>(head) & (capacity_ - 1);
-      const size_t n = std::min({left, capacity_ - static_cast<size_t>(head - tail),
-                                 capacity_ - at, kSliceBytes - (head - published)});
+      if (room() == 0) other_seen = other.load(std::memory_order_acquire);
+      const size_t at = static_cast<size_t>(cursor) & (capacity_ - 1);
+      const size_t n =
+          std::min({left, room(), capacity_ - at, kSliceBytes - (cursor - published)});
       if (n == 0) break;
-      std::memcpy(data_ + at, from, n);
-      head += n;
-      from += n;
+      if constexpr (writing) {
+        std::memcpy(data_ + at, bytes, n);
+      } else {
+        std::memcpy(bytes, data_ + at, n);
+      }
+      cursor += n;
+      bytes += n;
       left -= n;
-      if (head - published == kSliceBytes) publish(cursors_->head, published = head, consumer_);
+      if (cursor - published == kSliceBytes) publish(own, published = cursor, waiter);
     }
     if (left > 0) break;
   }
-  if (head != published) publish(cursors_->head, head, consumer_);
-  return static_cast<size_t>(head - start);
+  if (cursor != published) publish(own, cursor, waiter);
+  return static_cast<size_t>(cursor - start);
+}
+
+size_t ByteRing::write_some(const iovec* iov, int count, size_t most) {
+  return move_some<Side::Producer>(iov, count, most);
 }
 
 size_t ByteRing::read_some(const iovec* iov, int count, size_t most) {
-  const uint64_t start = cursors_->tail.load(std::memory_order_relaxed);
-  uint64_t tail = start, published = start;
-  uint64_t head = cursors_->head.load(std::memory_order_acquire);
-  for (int i = 0; i < count && tail - start < most; ++i) {
-    char* to = static_cast<char*>(iov[i].iov_base);
-    size_t left = std::min<size_t>(iov[i].iov_len, most - (tail - start));
-    while (left > 0) {
-      if (head == tail) head = cursors_->head.load(std::memory_order_acquire);
-      const size_t at = static_cast<size_t>(tail) & (capacity_ - 1);
-      const size_t n = std::min({left, static_cast<size_t>(head - tail), capacity_ - at,
-                                 kSliceBytes - (tail - published)});
-      if (n == 0) break;
-      std::memcpy(to, data_ + at, n);
-      tail += n;
-      to += n;
-      left -= n;
-      if (tail - published == kSliceBytes) publish(cursors_->tail, published = tail, producer_);
-    }
-    if (left > 0) break;
-  }
-  if (tail != published) publish(cursors_->tail, tail, producer_);
-  return static_cast<size_t>(tail - start);
+  return move_some<Side::Consumer>(iov, count, most);
 }
 
 bool ByteRing::readable() const {

@@ -87,6 +87,9 @@ class ByteRing {
   bool take_poke(Side side);  // whether `side` asked; clears the request
 
  private:
+  template <Side side>
+  size_t move_some(const iovec* iov, int count, size_t most);
+
   Cursors* cursors_;
   char* data_;
   size_t capacity_;  // a power of two
