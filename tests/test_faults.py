@@ -54,6 +54,8 @@ CALLS = {
     "all_gather": lambda: dist.all_gather(
         [torch.zeros(N) for _ in range(dist.get_world_size())], torch.ones(N)),
     "barrier": lambda: dist.barrier(),
+    "all_reduce_empty": lambda: dist.all_reduce(torch.ones(0)),
+    "all_reduce_empty_max": lambda: dist.all_reduce(torch.ones(0), op=dist.ReduceOp.MAX),
 }
 
 # (what rank 0 calls, what rank 1 calls, how rank 0's call reads, how rank 1's call reads)
@@ -85,6 +87,17 @@ MISMATCHES = {
     "tensor_count": ("coalesced_one", "coalesced_two",
                      "allreduce_coalesced(float32, 12 elements, SUM)",
                      "allreduce_coalesced(float32, 2 tensors, 12 elements, SUM)"),
+    # A small allreduce carries its signature in its data message; PREMUL_SUM and a large one
+    # send it in a round of its own first: each side reads and drops what the other sent with it.
+    "carried_and_premul": ("all_reduce", "premul_scalar", "allreduce(float32, 1024 elements, SUM)",
+                           "allreduce(float32, 1024 elements, PREMUL_SUM(scalar factor))"),
+    "carried_and_large": ("all_reduce_small", "all_reduce_large",
+                          "allreduce(float32, 16 elements, SUM)",
+                          "allreduce(float32, 65536 elements, SUM)"),
+    # Nothing to send: the signatures still meet.
+    "empty_reduce_op": ("all_reduce_empty", "all_reduce_empty_max",
+                        "allreduce(float32, 0 elements, SUM)",
+                        "allreduce(float32, 0 elements, MAX)"),
 }
 
 
@@ -171,6 +184,14 @@ SHAPE_MISMATCHES = {
     "all_to_all_3_ranks": (("all_to_all", "all_to_all_more_to_0", "all_to_all"),
                            ["alltoall(float32): rank 1 sends rank 0 32 bytes, rank 0 expects 16"]
                            * 3),
+    # A broadcast carries its signature to every rank, the ranks that receive nothing included.
+    "broadcast_3_ranks": (("broadcast", "broadcast", "all_reduce"), [
+        "rank 0 called broadcast(float32, 1024 elements, root 0), "
+        "rank 2 called allreduce(float32, 1024 elements, SUM)",
+        "rank 1 called broadcast(float32, 1024 elements, root 0), "
+        "rank 2 called allreduce(float32, 1024 elements, SUM)",
+        "rank 2 called allreduce(float32, 1024 elements, SUM), "
+        "rank 0 called broadcast(float32, 1024 elements, root 0)"]),
 }
 
 
@@ -203,6 +224,29 @@ def test_tensor_sizes_and_pairs_that_disagree_fail_on_every_rank(dist_pool, case
                          error), f"rank {rank}: {error}\nexpected: {messages[rank]}"
         assert elapsed < 5, f"rank {rank}: took {elapsed:.1f}s to notice"
         assert after == [ws * (ws - 1) / 2] * 8, f"rank {rank}: the group is broken: {after}"
+
+
+def w_broadcast_of_another_dtype(rank, ws):
+    """Rank 0 broadcasts float32, rank 1 expects int32 of as many bytes."""
+    dist.all_reduce(torch.ones(4))
+    tensor = torch.ones(N) if rank == 0 else torch.full((N,), 7, dtype=torch.int32)
+    try:
+        dist.broadcast(tensor, src=0)
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    return error, tensor.tolist()
+
+
+def test_a_mismatched_broadcast_leaves_the_receivers_tensor_alone(occl_pool):
+    """The root's data comes in the message that carries its signature: a receiver that runs
+    another collective must drop it, not write it over its own tensor."""
+    (error0, _), (error1, received) = occl_pool.run(w_broadcast_of_another_dtype)
+    for rank, error in enumerate((error0, error1)):
+        assert error is not None and "mismatched collectives" in error, f"rank {rank}: {error}"
+    assert "rank 1 called broadcast(int32, 1024 elements, root 0), rank 0 called " \
+           "broadcast(float32, 1024 elements, root 0)" in error1, error1
+    assert received == [7] * N, "rank 1's tensor was written by a broadcast that did not match"
 
 
 def w_absent_ranks(rank, ws, group_timeout):

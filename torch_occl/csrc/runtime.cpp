@@ -131,7 +131,19 @@ void MeshRuntime::log_choices(const std::string& single_copies_off) const {
 
 void MeshRuntime::exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,
                                       size_t bytes) {
-  mesh_->exchange_with_all(mine, everyone, bytes, ctx.deadline);
+  mesh_->exchange_records(mine, everyone, bytes, ctx.deadline);
+}
+
+transport::Mesh& MeshRuntime::links_for(kit::OpContext& op, bool carry) {
+  if (op.agreement == nullptr) return *mesh_;
+  kit::Agreement& agreement = *op.agreement;
+  if (!carry) {
+    agreement.settle();
+    return *mesh_;
+  }
+  mesh_->carry_records(&agreement.record(), agreement.slot(0), sizeof(kit::SignatureRecord),
+                       [&agreement] { agreement.check_carried(); });
+  return *mesh_;
 }
 
 bool MeshRuntime::agreement_enabled() const { return Tuning::get().check_signatures; }

@@ -36,9 +36,14 @@ class MeshRuntime final : public Runtime {
   at::Tensor allocate_tensor(int64_t numel, const at::TensorOptions& options) override;
 
   // ---- The kit's hooks ----------------------------------------------------------------------
+  // A round of records only (Mesh::exchange_records); what a collective that carried its
+  // record sent with it is dropped.
   void exchange_signatures(kit::OpContext& ctx, const void* mine, void* everyone,
                            size_t bytes) override;
   bool agreement_enabled() const override;
+  // Collectives whose first exchange every rank makes alike, to every peer (the direct
+  // allreduce, the flat broadcast), carry their records in it (Mesh::carry_records).
+  bool carries_signatures() const override { return true; }
   size_t deferred_async_max_bytes() const override;
   // Tells the other ranks that this one gave up, unless it did so because of one of them (or
   // of abort()): each knows already. After a timeout, adds what the awaited ranks reported.
@@ -109,6 +114,9 @@ class MeshRuntime final : public Runtime {
   MeshRuntime(const kit::Subgroup& subgroup, transport::SubgroupLinks links, const Config& config);
   // Runs the group over `links`: its mesh and its p2p engine.
   void start(int rank, int size, transport::SubgroupLinks links);
+  // The collective links for `op`, its agreement check settled, or (`carry`) left to travel
+  // with the op's first exchange: the op writes nothing the caller sees before that exchange.
+  transport::Mesh& links_for(kit::OpContext& op, bool carry = false);
 
   std::string where_;  // "group G (rank r of n; ...)", as errors and the INFO log name it
   uint64_t splits_ = 0;  // of this group so far (split() is called from one thread)

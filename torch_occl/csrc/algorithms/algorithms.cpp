@@ -39,7 +39,7 @@ void direct_allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction,
     sends.push_back({peer, data, bytes});
     recvs.push_back({peer, slots[peer], bytes});
   }
-  mesh.exchange(sends, recvs, deadline);
+  mesh.exchange(sends, recvs, deadline, transport::Records::Carried);
   fold_in_rank_order(data, slots, mesh.rank(), count, reduction);
 }
 
@@ -219,12 +219,15 @@ void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline
     return chain_broadcast(mesh, Ring::whole(mesh).from(root), static_cast<char*>(data), bytes,
                            deadline);
   }
-  if (mesh.rank() != root) return mesh.exchange({}, {{root, data, bytes}}, deadline);
+  // Every rank makes this exchange alike: it carries the agreement's records.
+  if (mesh.rank() != root) {
+    return mesh.exchange({}, {{root, data, bytes}}, deadline, transport::Records::Carried);
+  }
   std::vector<transport::SendOp> sends;
   for (int peer = 0; peer < mesh.size(); ++peer) {
     if (peer != root) sends.push_back({peer, data, bytes});
   }
-  mesh.exchange(sends, {}, deadline);
+  mesh.exchange(sends, {}, deadline, transport::Records::Carried);
 }
 
 void gather(Mesh& mesh, const void* data, const std::vector<void*>& blocks, size_t bytes,

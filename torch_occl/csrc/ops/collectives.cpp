@@ -121,7 +121,7 @@ void reduce_scatter_into(Call& ctx, const at::Tensor& output_tensor,
 
 void MeshRuntime::broadcast(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
                const c10d::BroadcastOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op, /*carry=*/true), op.rank, op.size, op.deadline};
   Staged staged(tensors[0]);
   algorithms::broadcast(ctx.mesh, data_of(staged.buffer()), bytes_of(staged.buffer()),
                         static_cast<int>(opts.rootRank), ctx.deadline);
@@ -130,7 +130,9 @@ void MeshRuntime::broadcast(kit::OpContext& op, const std::vector<at::Tensor>& t
 
 void MeshRuntime::allreduce(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
                const c10d::AllreduceOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  // PREMUL_SUM scales the tensor in place before it sends it.
+  Call ctx{links_for(op, /*carry=*/opts.reduceOp != c10d::ReduceOp::PREMUL_SUM), op.rank,
+           op.size, op.deadline};
   const at::Tensor& tensor = tensors[0];
   if (tensor.is_sparse()) return allreduce_sparse_tensor(ctx, tensor);
   const at::ScalarType dtype = reduction_dtype(ctx, algorithms::Reducing::AllReduce,
@@ -144,7 +146,7 @@ void MeshRuntime::allreduce(kit::OpContext& op, const std::vector<at::Tensor>& t
 
 void MeshRuntime::allreduce_coalesced(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
                          const c10d::AllreduceCoalescedOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   allreduce_copy(ctx, tensors, opts.reduceOp,
                  reduction_dtype(ctx, algorithms::Reducing::AllReduce, kit::total_numel(tensors),
                                  opts.reduceOp, tensors[0].scalar_type()));
@@ -152,7 +154,7 @@ void MeshRuntime::allreduce_coalesced(kit::OpContext& op, const std::vector<at::
 
 void MeshRuntime::reduce(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
             const c10d::ReduceOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   const int root = static_cast<int>(opts.rootRank);
   const at::Tensor& tensor = tensors[0];
   const at::ScalarType dtype = reduction_dtype(ctx, algorithms::Reducing::Reduce,
@@ -175,7 +177,7 @@ void MeshRuntime::reduce(kit::OpContext& op, const std::vector<at::Tensor>& tens
 
 void MeshRuntime::allgather(kit::OpContext& op, const std::vector<std::vector<at::Tensor>>& output_tensors,
                const std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions&) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   // Each output is received into where it lies and the input sent from where it lies (contiguous
   // copies of those that are not), unless an output shares the input's memory: its bytes would
   // change before every peer has read them.
@@ -195,7 +197,7 @@ void MeshRuntime::allgather(kit::OpContext& op, const std::vector<std::vector<at
 
 void MeshRuntime::allgather_base(kit::OpContext& op, const at::Tensor& output_tensor,
                     const at::Tensor& input_tensor, const c10d::AllgatherOptions&) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   allgather_into(ctx, output_tensor, input_tensor);
 }
 
@@ -244,7 +246,7 @@ void reduce_scatter_into(Call& ctx, const at::Tensor& output_tensor,
 void MeshRuntime::reduce_scatter(kit::OpContext& op, const std::vector<at::Tensor>& output_tensors,
                     const std::vector<std::vector<at::Tensor>>& input_tensors,
                     const c10d::ReduceScatterOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   const at::Tensor& output = output_tensors[0];
   const auto& inputs = input_tensors[0];
   const at::ScalarType dtype = reduction_dtype(ctx, algorithms::Reducing::ReduceScatter,
@@ -278,13 +280,13 @@ void MeshRuntime::reduce_scatter(kit::OpContext& op, const std::vector<at::Tenso
 
 void MeshRuntime::reduce_scatter_base(kit::OpContext& op, const at::Tensor& output_tensor,
                          const at::Tensor& input_tensor, const c10d::ReduceScatterOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   reduce_scatter_into(ctx, output_tensor, input_tensor, opts.reduceOp);
 }
 
 void MeshRuntime::barrier(kit::OpContext& op, const c10d::BarrierOptions&) {
   if (op.all_ranks_entered) return;  // the signature exchange was the barrier
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   algorithms::barrier(ctx.mesh, ctx.deadline);
 }
 
@@ -296,7 +298,7 @@ void MeshRuntime::allgather_coalesced(kit::OpContext& op,
                          const std::vector<std::vector<at::Tensor>>& output_tensor_lists,
                          const std::vector<at::Tensor>& input_tensors,
                          const c10d::AllgatherOptions&) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   // All inputs travel as one block per rank: this rank's inputs, flattened and concatenated.
   int64_t block = kit::total_numel(input_tensors);
   at::Tensor blocks = at::empty({block * ctx.size}, input_tensors[0].options());
@@ -314,7 +316,7 @@ void MeshRuntime::allgather_coalesced(kit::OpContext& op,
 // every rank, since every rank then holds the same entries in the same order).
 void MeshRuntime::allreduce_sparse(kit::OpContext& op, const std::vector<at::Tensor>& tensors,
                       const c10d::AllreduceOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   allreduce_sparse_tensor(ctx, tensors[0]);
 }
 
@@ -357,14 +359,14 @@ void allreduce_sparse_tensor(Call& ctx, const at::Tensor& tensor) {
 void MeshRuntime::allgather_into_tensor_coalesced(kit::OpContext& op, const std::vector<at::Tensor>& outputs,
                                      const std::vector<at::Tensor>& inputs,
                                      const c10d::AllgatherOptions&) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   for (size_t i = 0; i < outputs.size(); ++i) allgather_into(ctx, outputs[i], inputs[i]);
 }
 
 void MeshRuntime::reduce_scatter_tensor_coalesced(kit::OpContext& op, const std::vector<at::Tensor>& outputs,
                                      const std::vector<at::Tensor>& inputs,
                                      const c10d::ReduceScatterOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   for (size_t i = 0; i < outputs.size(); ++i) {
     reduce_scatter_into(ctx, outputs[i], inputs[i], opts.reduceOp);
   }
@@ -372,7 +374,7 @@ void MeshRuntime::reduce_scatter_tensor_coalesced(kit::OpContext& op, const std:
 
 void MeshRuntime::gather(kit::OpContext& op, const std::vector<std::vector<at::Tensor>>& output_tensors,
             const std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   int root = static_cast<int>(opts.rootRank);
   at::Tensor input = input_tensors[0].contiguous();
   if (ctx.rank != root) {
@@ -392,7 +394,7 @@ void MeshRuntime::gather(kit::OpContext& op, const std::vector<std::vector<at::T
 void MeshRuntime::scatter(kit::OpContext& op, const std::vector<at::Tensor>& output_tensors,
              const std::vector<std::vector<at::Tensor>>& input_tensors,
              const c10d::ScatterOptions& opts) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   int root = static_cast<int>(opts.rootRank);
   Staged output(output_tensors[0]);
   std::vector<at::Tensor> inputs;  // contiguous, alive until the sends are done
@@ -411,7 +413,7 @@ void MeshRuntime::scatter(kit::OpContext& op, const std::vector<at::Tensor>& out
 void MeshRuntime::alltoall_base(kit::OpContext& op, const at::Tensor& output_tensor,
                    const at::Tensor& input_tensor, const std::vector<int64_t>& output_split_sizes,
                    const std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   // An output that shares memory with the input would overwrite slices not yet sent.
   at::Tensor input = output_tensor.is_alias_of(input_tensor) ? input_tensor.clone(at::MemoryFormat::Contiguous)
                                                              : input_tensor.contiguous();
@@ -431,7 +433,7 @@ void MeshRuntime::alltoall_base(kit::OpContext& op, const at::Tensor& output_ten
 
 void MeshRuntime::alltoall(kit::OpContext& op, const std::vector<at::Tensor>& output_tensors,
               const std::vector<at::Tensor>& input_tensors, const c10d::AllToAllOptions&) {
-  Call ctx{*mesh_, op.rank, op.size, op.deadline};
+  Call ctx{links_for(op), op.rank, op.size, op.deadline};
   // Each tensor is sent from, or received into, where it lies (a contiguous copy of one that is
   // not contiguous). Tensor sizes may differ from rank to rank; what each pair exchanges must
   // agree. An output that shares memory with an input would overwrite bytes not yet sent.

@@ -32,11 +32,14 @@ struct FrameHeader {
   uint64_t bytes;     // payload size
 };
 
-void check_header(const FrameHeader& h, int peer, size_t expected_bytes, uint64_t expected_sequence) {
-  if (h.magic == kFrameMagic && h.sequence == expected_sequence && h.bytes == expected_bytes) return;
+// `exact_size`: the frame must hold `expected_bytes`; else (a frame with a record) at least that.
+void check_header(const FrameHeader& h, int peer, size_t expected_bytes,
+                  uint64_t expected_sequence, bool exact_size) {
+  const bool size_ok = exact_size ? h.bytes == expected_bytes : h.bytes >= expected_bytes;
+  if (h.magic == kFrameMagic && h.sequence == expected_sequence && size_ok) return;
   std::ostringstream msg;
   msg << "bad frame from rank " << peer << ": expected message #" << expected_sequence << " of "
-      << expected_bytes << " bytes, got ";
+      << (exact_size ? "" : "at least ") << expected_bytes << " bytes, got ";
   if (h.magic != kFrameMagic) {
     msg << "a frame with a wrong magic number";
   } else {
@@ -48,29 +51,83 @@ void check_header(const FrameHeader& h, int peer, size_t expected_bytes, uint64_
 
 }  // namespace
 
-// One direction of one message in flight: header then payload, `done` bytes of both so far.
+// One direction of one message in flight: header, record (if any), payload; `done` bytes of
+// them so far.
 struct Mesh::Transfer {
   int peer;
   char* payload;
   size_t bytes;
   FrameHeader header;
+  char* record = nullptr;
+  size_t record_bytes = 0;
+  // Receiving: the record the payload's sender must have sent for the payload to be delivered;
+  // nullptr: a round of records only, whatever comes after one is dropped.
+  const char* expected = nullptr;
   size_t done = 0;
   bool header_checked = false;
+  bool record_checked = false;
+  bool dropping = false;  // receiving a payload that is not this collective's: into nowhere
 
-  size_t total() const { return sizeof(FrameHeader) + bytes; }
+  size_t head() const { return sizeof(FrameHeader) + record_bytes; }
+  size_t total() const { return head() + bytes; }
   bool finished() const { return done == total(); }
+  // A receiver reads no payload before it has seen the record.
+  bool awaits_record() const { return record_bytes > 0 && !record_checked; }
 
-  // The unfinished part of header and payload, as at most two iovecs.
-  int pending_iov(iovec* iov) {
+  // The unfinished part of header, record and payload as iovecs (at most three); a dropped
+  // payload goes into `sink` piece by piece.
+  int pending_iov(iovec* iov, std::vector<char>& sink) {
     int n = 0;
-    if (done < sizeof(FrameHeader)) {
-      iov[n++] = {reinterpret_cast<char*>(&header) + done, sizeof(FrameHeader) - done};
-      if (bytes > 0) iov[n++] = {payload, bytes};
-    } else {
-      size_t offset = done - sizeof(FrameHeader);
-      iov[n++] = {payload + offset, bytes - offset};
+    size_t skip = done;
+    auto add = [&](char* data, size_t size) {
+      if (skip >= size) {
+        skip -= size;
+        return;
+      }
+      iov[n++] = {data + skip, size - skip};
+      skip = 0;
+    };
+    add(reinterpret_cast<char*>(&header), sizeof(FrameHeader));
+    add(record, record_bytes);
+    if (awaits_record() || bytes == 0) return n;
+    if (!dropping) {
+      add(payload, bytes);
+      return n;
     }
+    if (sink.empty()) sink.resize(Channel::kPassBytes);
+    const size_t left = total() - std::max(done, head());
+    iov[n++] = {sink.data(), std::min(left, sink.size())};
     return n;
+  }
+
+  // Called once the header is in: a frame with a record may hold another payload size (its
+  // sender runs another collective); then there is nothing to deliver.
+  void take_header(uint64_t sequence) {
+    check_header(header, peer, record_bytes > 0 ? record_bytes : bytes, sequence,
+                 record_bytes == 0);
+    header_checked = true;
+    if (header.bytes == record_bytes + bytes) return;
+    bytes = header.bytes - record_bytes;
+    dropping = true;
+  }
+
+  // Called once the record is in: a record that differs means the sender runs another
+  // collective (the agreement check names it), and its payload is dropped. The same record with
+  // another payload size cannot come from a rank that runs the same collective alike.
+  void take_record() {
+    record_checked = true;
+    if (expected == nullptr) {
+      dropping = bytes > 0;
+      return;
+    }
+    if (std::memcmp(record, expected, record_bytes) != 0) {
+      dropping = true;
+    } else if (dropping) {
+      throw TransportError(TransportError::Kind::Protocol,
+                           "bad frame from rank " + std::to_string(peer) + ": the same " +
+                               "collective, but a message of " + std::to_string(bytes) +
+                               " bytes (do the ranks use the same settings?)");
+    }
   }
 };
 
@@ -159,11 +216,11 @@ std::string Mesh::abort_cause() {
 
 Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs) {
   Pass pass;
-  iovec iov[2];
+  iovec iov[3];
   for (auto& t : sends) {
     if (t.finished()) continue;
     Link& link = links_[t.peer];
-    int count = t.pending_iov(iov);
+    int count = t.pending_iov(iov, dropped_);
     size_t n = channel(t.peer).write(iov, count);
     t.done += n;
     pass.moved |= n > 0;
@@ -174,14 +231,18 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
   for (auto& t : recvs) {
     if (t.finished()) continue;
     Link& link = links_[t.peer];
-    int count = t.pending_iov(iov);
-    size_t n = channel(t.peer).read(iov, count);
-    t.done += n;
-    pass.moved |= n > 0;
-    if (!t.header_checked && t.done >= sizeof(FrameHeader)) {
-      check_header(t.header, t.peer, t.bytes, link.received);
-      t.header_checked = true;
-      ++link.received;
+    for (;;) {  // once more when a record came: its payload may be in too
+      int count = t.pending_iov(iov, dropped_);
+      size_t n = channel(t.peer).read(iov, count);
+      t.done += n;
+      pass.moved |= n > 0;
+      if (!t.header_checked && t.done >= sizeof(FrameHeader)) {
+        t.take_header(link.received);
+        ++link.received;
+      }
+      if (!t.awaits_record() || t.done < t.head()) break;
+      t.take_record();
+      if (t.finished()) break;  // nothing follows the record (a socket read of nothing is EOF)
     }
     if (t.finished()) continue;
     pass.pending = true;
@@ -191,19 +252,18 @@ Mesh::Pass Mesh::progress(std::vector<Transfer>& sends, std::vector<Transfer>& r
 }
 
 std::string Mesh::describe_pending(const std::vector<Transfer>& sends,
-                                   const std::vector<Transfer>& recvs, Waiting waiting) {
+                                   const std::vector<Transfer>& recvs) {
   std::ostringstream out;
-  if (waiting == Waiting::ForRanksToJoin) {
-    out << "rank(s) ";
-    const char* sep = "";
-    for (const auto& t : recvs) {
-      if (!t.finished()) out << sep << t.peer, sep = ", ";
-    }
+  // A peer whose record has not come has not entered the collective.
+  const char* sep = "";
+  for (const auto& t : recvs) {
+    if (!t.finished() && t.awaits_record()) out << (*sep ? sep : "rank(s) ") << t.peer, sep = ", ";
+  }
+  if (*sep) {
     out << " did not join";
     return out.str();
   }
   out << "still ";
-  const char* sep = "";
   for (const auto& t : sends) {
     if (!t.finished()) out << sep << "sending to rank " << t.peer, sep = ", ";
   }
@@ -260,36 +320,80 @@ void Mesh::sleep_on_doorbell(const std::vector<Transfer>& sends,
 }
 
 void Mesh::exchange(const std::vector<SendOp>& send_ops, const std::vector<RecvOp>& recv_ops,
-                    Deadline deadline) {
+                    Deadline deadline, Records records) {
+  const bool carried = records_.check && records == Records::Carried;
+  if (records_.check && !carried) settle_records(deadline);
   sends_.clear();
   recvs_.clear();
-  for (const auto& op : send_ops) add_send(op.peer, op.data, op.bytes);
-  for (const auto& op : recv_ops) add_recv(op.peer, op.data, op.bytes);
-  run_transfers(deadline, Waiting::ForData);
+  if (!carried) {
+    for (const auto& op : send_ops) add_send(op.peer, op.data, op.bytes);
+    for (const auto& op : recv_ops) add_recv(op.peer, op.data, op.bytes);
+    return run_transfers(deadline);
+  }
+  // A message to and from every peer, each with its record ahead.
+  const size_t record = records_.bytes;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    auto send = std::find_if(send_ops.begin(), send_ops.end(),
+                             [&](const SendOp& op) { return op.peer == peer; });
+    auto recv = std::find_if(recv_ops.begin(), recv_ops.end(),
+                             [&](const RecvOp& op) { return op.peer == peer; });
+    const bool sends = send != send_ops.end(), receives = recv != recv_ops.end();
+    add_send(peer, sends ? send->data : nullptr, sends ? send->bytes : 0, records_.mine, record);
+    add_recv(peer, receives ? recv->data : nullptr, receives ? recv->bytes : 0,
+             records_.theirs + peer * record, record, records_.mine);
+  }
+  const std::function<void()> check = std::move(records_.check);
+  records_ = {};
+  run_transfers(deadline);
+  check();
 }
 
-void Mesh::exchange_with_all(const void* mine, void* everyone, size_t bytes, Deadline deadline) {
+void Mesh::carry_records(const void* mine, void* theirs, size_t bytes,
+                         std::function<void()> check) {
+  records_ = {static_cast<const char*>(mine), static_cast<char*>(theirs), bytes,
+              std::move(check)};
+}
+
+void Mesh::settle_records(Deadline deadline) {
+  const PendingRecords records = std::move(records_);
+  records_ = {};
+  exchange_records(records.mine, records.theirs, records.bytes, deadline);
+  records.check();
+}
+
+void Mesh::exchange_records(const void* mine, void* theirs, size_t bytes, Deadline deadline) {
+  records_ = {};  // this round settles the collective's agreement, or those of an op that failed
   sends_.clear();
   recvs_.clear();
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    add_send(peer, mine, bytes);
-    add_recv(peer, static_cast<char*>(everyone) + peer * bytes, bytes);
+    add_send(peer, nullptr, 0, mine, bytes);
+    add_recv(peer, nullptr, 0, static_cast<char*>(theirs) + peer * bytes, bytes);
   }
-  run_transfers(deadline, Waiting::ForRanksToJoin);
+  run_transfers(deadline);
 }
 
-void Mesh::add_send(int peer, const void* data, size_t bytes) {
+void Mesh::add_send(int peer, const void* data, size_t bytes, const void* record,
+                    size_t record_bytes) {
   Link& link = links_.at(peer);
-  FrameHeader header{kFrameMagic, 0, link.sent++, bytes};
-  sends_.push_back(Transfer{peer, static_cast<char*>(const_cast<void*>(data)), bytes, header});
+  FrameHeader header{kFrameMagic, 0, link.sent++, record_bytes + bytes};
+  Transfer& t = sends_.emplace_back(
+      Transfer{peer, static_cast<char*>(const_cast<void*>(data)), bytes, header});
+  t.record = static_cast<char*>(const_cast<void*>(record));
+  t.record_bytes = record_bytes;
+  t.record_checked = true;  // only a receiver checks one
 }
 
-void Mesh::add_recv(int peer, void* data, size_t bytes) {
-  recvs_.push_back(Transfer{peer, static_cast<char*>(data), bytes, FrameHeader{}});
+void Mesh::add_recv(int peer, void* data, size_t bytes, void* record, size_t record_bytes,
+                    const void* expected) {
+  Transfer& t = recvs_.emplace_back(Transfer{peer, static_cast<char*>(data), bytes, FrameHeader{}});
+  t.record = static_cast<char*>(record);
+  t.record_bytes = record_bytes;
+  t.expected = static_cast<const char*>(expected);
 }
 
-void Mesh::run_transfers(Deadline deadline, Waiting waiting) {
+void Mesh::run_transfers(Deadline deadline) {
   std::vector<Transfer>& sends = sends_;
   std::vector<Transfer>& recvs = recvs_;
   Clock::time_point idle_since{};  // when passes stopped moving bytes
@@ -304,7 +408,7 @@ void Mesh::run_transfers(Deadline deadline, Waiting waiting) {
     }
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
-      throw TransportError(TransportError::Kind::Timeout, describe_pending(sends, recvs, waiting),
+      throw TransportError(TransportError::Kind::Timeout, describe_pending(sends, recvs),
                            pending_peers(sends, recvs));
     }
     if (idle_since == Clock::time_point{}) idle_since = now;

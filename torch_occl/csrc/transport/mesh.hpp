@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -47,6 +48,16 @@ struct RecvOp {
   size_t bytes;  // the receiver states the size it expects; anything else is a protocol error
 };
 
+// Whether an exchange carries the coming collective's agreement records (Mesh::carry_records).
+enum class Records {
+  // Sent and checked in a round of their own before the exchange, if any are pending.
+  SettledFirst,
+  // Ahead of the exchange's message to every peer, both ways (a message of their own where it
+  // has none). Only for an algorithm's first exchange of a collective, when every rank makes it:
+  // each receives from every peer exactly what that peer sends it.
+  Carried,
+};
+
 class Mesh {
  public:
   // peers[r] is the connection to rank r (invalid for r == rank); messages to the ranks `shm`
@@ -64,12 +75,20 @@ class Mesh {
   // Runs every send and receive to completion, or throws TransportError (timeout, a closed
   // peer, a bad frame, abort). At most one send and one receive per peer per call.
   void exchange(const std::vector<SendOp>& sends, const std::vector<RecvOp>& recvs,
-                Deadline deadline);
+                Deadline deadline, Records records = Records::SettledFirst);
 
-  // Sends `bytes` from `mine` to every other rank and receives rank r's into
-  // `everyone + r * bytes` (the kit's agreement check; occl_kit/signature.hpp). Throws
-  // TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
-  void exchange_with_all(const void* mine, void* everyone, size_t bytes, Deadline deadline);
+  // The records of the coming collective's agreement check (occl_kit/signature.hpp): this
+  // rank's `mine`, peer r's into `theirs + r * bytes`, then `check` (which throws on a
+  // mismatch). They travel with the collective's first exchange, or in a round of their own
+  // before it (Records). A peer whose record differs from `mine` byte for byte runs another
+  // collective: what came with its record is read and dropped, never delivered.
+  void carry_records(const void* mine, void* theirs, size_t bytes, std::function<void()> check);
+
+  // A round of records only: `mine` to every other rank, rank r's into `theirs + r * bytes`;
+  // a payload that came with a peer's record (its collective carried it) is read and dropped.
+  // Records still pending (carry_records) are forgotten.
+  // Throws TransportError (Timeout: "rank(s) 1, 3 did not join") when ranks do not arrive.
+  void exchange_records(const void* mine, void* theirs, size_t bytes, Deadline deadline);
 
   // Copies straight from and into other ranks' memory, when every rank of the group may (all on
   // this host, cross-memory attach permitted; see peer_memory.hpp); nullptr otherwise.
@@ -115,13 +134,23 @@ class Mesh {
     const Link& link = links_[peer];
     return {peer, link.socket.fd(), link.out, link.in};
   }
-  // How a timeout describes what was still pending.
-  enum class Waiting { ForData, ForRanksToJoin };
+  struct PendingRecords {
+    const char* mine = nullptr;
+    char* theirs = nullptr;
+    size_t bytes = 0;
+    std::function<void()> check;  // empty: none pending
+  };
 
-  // An exchange: the transfers are added to sends_ and recvs_, then run.
-  void add_send(int peer, const void* data, size_t bytes);
-  void add_recv(int peer, void* data, size_t bytes);
-  void run_transfers(Deadline deadline, Waiting waiting);
+  // An exchange: the transfers are added to sends_ and recvs_, then run. A record goes ahead of
+  // the payload; a received one that differs from `expected` (or any, without `expected`) has
+  // its payload dropped.
+  void add_send(int peer, const void* data, size_t bytes, const void* record = nullptr,
+                size_t record_bytes = 0);
+  void add_recv(int peer, void* data, size_t bytes, void* record = nullptr,
+                size_t record_bytes = 0, const void* expected = nullptr);
+  // The pending records, in a round of their own, then checked.
+  void settle_records(Deadline deadline);
+  void run_transfers(Deadline deadline);
   Pass progress(std::vector<Transfer>& sends, std::vector<Transfer>& recvs);
   void sleep_on_doorbell(const std::vector<Transfer>& sends,
                          const std::vector<Transfer>& recvs, Deadline deadline);
@@ -133,7 +162,7 @@ class Mesh {
                                         const std::vector<Transfer>& recvs);
   std::string abort_cause();
   static std::string describe_pending(const std::vector<Transfer>& sends,
-                                      const std::vector<Transfer>& recvs, Waiting waiting);
+                                      const std::vector<Transfer>& recvs);
 
   int rank_;
   int size_;
@@ -144,6 +173,8 @@ class Mesh {
   // so that a small collective's exchanges allocate nothing.
   std::vector<Transfer> sends_;
   std::vector<Transfer> recvs_;
+  PendingRecords records_;
+  std::vector<char> dropped_;  // where payloads that are not this collective's are read into
   std::chrono::microseconds spin_;  // how long a waiting rank spins before it sleeps
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 namespace occl::kit {
@@ -136,6 +137,7 @@ Engine::Engine(Runtime& runtime, const c10d::Backend& backend, GroupInfo group, 
       backend_(backend),
       group_(std::move(group)),
       agree_(agree && group_.size > 1 && runtime.agreement_enabled()),
+      carries_signatures_(runtime.carries_signatures()),
       deferred_async_max_bytes_(runtime.deferred_async_max_bytes()),
       group_description_(std::make_shared<const std::string>(
           describe_group(group_.name, group_.rank, group_.size, group_.global_ranks))),
@@ -273,21 +275,29 @@ bool Engine::execute(OpInfo op, uint64_t sequence, std::chrono::milliseconds tim
   work.started();
   OpContext ctx{group_.rank, group_.size, op.label, sequence, Clock::now() + timeout, nullptr,
                 nullptr, &aborted_};
-  bool joined = false;  // every rank sent its signature: the ranks are all in this op
+  std::optional<Agreement> agreement;
   try {
     if (agree_) {
       signature.op = op_name(op.label);
       signature.sequence = sequence;
-      agree(signature, group_.rank, group_.size,
-            [&](const void* record, void* everyone, size_t bytes) {
-              runtime_.exchange_signatures(ctx, record, everyone, bytes);
-            });
+      agreement.emplace(signature, group_.rank, group_.size,
+                        [&](const void* record, void* everyone, size_t bytes) {
+                          runtime_.exchange_signatures(ctx, record, everyone, bytes);
+                        });
+      // A barrier's agreement round is the barrier.
+      if (carries_signatures_ && op.type != c10d::OpType::BARRIER) {
+        ctx.agreement = &*agreement;
+      } else {
+        agreement->settle();
+      }
     }
-    joined = true;
-    ctx.all_ranks_entered = agree_;
+    ctx.all_ranks_entered = agreement && agreement->settled();
     run(ctx);
+    if (agreement && !agreement->settled()) agreement->settle();
     copy_back.run();
   } catch (const LinkError& e) {
+    // Every rank sent its signature: the ranks are all in this op.
+    const bool joined = !agreement || agreement->joined();
     // A failed exchange leaves the links mid-message: nothing after it can be trusted.
     broken_ = runtime_.gave_up(
         describe_op(op.label, sequence) + failure_text(std::current_exception(), timeout), e);

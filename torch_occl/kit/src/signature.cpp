@@ -10,23 +10,6 @@
 namespace occl::kit {
 namespace {
 
-// A Signature as it travels: fixed size, every string NUL-terminated, the tensor sizes as a
-// digest. The pairs' byte counts follow in a second round, when the ranks agree that they come.
-struct OpSignature {
-  char op[32];
-  char dtype[16];
-  char reduction[32];
-  int64_t count;
-  int64_t root;
-  int64_t tensors;
-  uint64_t sizes_digest;  // of the tensors' element counts and the shape
-  int64_t has_pairs;      // 1 when per-pair byte counts follow
-  uint64_t sequence;
-
-  bool operator==(const OpSignature&) const = default;
-};
-static_assert(sizeof(OpSignature) == 128, "the signature is part of the wire protocol");
-
 void copy_terminated(char* dst, size_t capacity, const std::string& text) {
   std::memset(dst, 0, capacity);
   std::memcpy(dst, text.data(), std::min(capacity - 1, text.size()));
@@ -50,8 +33,8 @@ uint64_t digest(const std::vector<int64_t>& first, const std::vector<int64_t>& s
   return hash;
 }
 
-OpSignature record_of(const Signature& collective) {
-  OpSignature s{};
+SignatureRecord record_of(const Signature& collective) {
+  SignatureRecord s{};
   copy_terminated(s.op, sizeof(s.op), collective.op);
   copy_terminated(s.dtype, sizeof(s.dtype), collective.dtype);
   copy_terminated(s.reduction, sizeof(s.reduction), collective.reduction);
@@ -66,7 +49,7 @@ OpSignature record_of(const Signature& collective) {
   return s;
 }
 
-std::string describe(const OpSignature& s) {
+std::string describe(const SignatureRecord& s) {
   std::ostringstream out;
   out << read_terminated(s.op, sizeof(s.op)) << "(" << read_terminated(s.dtype, sizeof(s.dtype));
   if (s.tensors != 1) out << ", " << s.tensors << " tensors";
@@ -86,13 +69,13 @@ std::string list(const std::vector<int64_t>& numbers) {
   return out.str();
 }
 
-std::string mismatch_prefix(const OpSignature& mine) {
+std::string mismatch_prefix(const SignatureRecord& mine) {
   return "mismatched collectives at sequence " + std::to_string(mine.sequence) + ": ";
 }
 
 // Why `theirs` (from `peer`) differs from `mine`, naming both sides.
-std::string mismatch(int rank, const Signature& collective, const OpSignature& mine, int peer,
-                     const OpSignature& theirs) {
+std::string mismatch(int rank, const Signature& collective, const SignatureRecord& mine, int peer,
+                     const SignatureRecord& theirs) {
   std::string me = "rank " + std::to_string(rank), them = "rank " + std::to_string(peer);
   if (describe(mine) == describe(theirs) && mine.sequence == theirs.sequence) {
     const bool sparse = !collective.shape.empty();
@@ -110,35 +93,55 @@ std::string mismatch(int rank, const Signature& collective, const OpSignature& m
 
 }  // namespace
 
-void agree(const Signature& mine, int rank, int size, const ExchangeFn& exchange) {
-  const OpSignature signature = record_of(mine);
-  std::vector<OpSignature> theirs(size, signature);
-  exchange(&signature, theirs.data(), sizeof(OpSignature));
-  for (int peer = 0; peer < size; ++peer) {
-    if (theirs[peer] == signature) continue;
-    throw MismatchError(mismatch(rank, mine, signature, peer, theirs[peer]));
-  }
-  if (!signature.has_pairs) return;
+Agreement::Agreement(const Signature& mine, int rank, int size, ExchangeFn exchange)
+    : mine_(mine),
+      rank_(rank),
+      size_(size),
+      exchange_(std::move(exchange)),
+      record_(record_of(mine)),
+      theirs_(static_cast<size_t>(size), record_) {}
 
+void Agreement::settle() {
+  exchange_(&record_, theirs_.data(), sizeof(SignatureRecord));
+  compare();
+}
+
+void Agreement::check_carried() { compare(); }
+
+void Agreement::compare() {
+  joined_ = true;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (theirs_[peer] == record_) continue;
+    throw MismatchError(mismatch(rank_, mine_, record_, peer, theirs_[peer]));
+  }
+  if (record_.has_pairs) agree_on_pairs();
+  settled_ = true;
+}
+
+void Agreement::agree_on_pairs() {
   // Every rank learns every rank's byte counts (row r: what rank r sends each rank, then what
   // it expects from each), so all of them find the same first pair that disagrees, if any.
-  const size_t n = static_cast<size_t>(size);
+  const size_t n = static_cast<size_t>(size_);
   const size_t row = 2 * n;
   std::vector<int64_t> rows(row * n);
-  std::copy(mine.bytes_to.begin(), mine.bytes_to.end(), rows.begin() + row * rank);
-  std::copy(mine.bytes_from.begin(), mine.bytes_from.end(), rows.begin() + row * rank + n);
-  exchange(&rows[row * rank], rows.data(), row * sizeof(int64_t));
+  std::copy(mine_.bytes_to.begin(), mine_.bytes_to.end(), rows.begin() + row * rank_);
+  std::copy(mine_.bytes_from.begin(), mine_.bytes_from.end(), rows.begin() + row * rank_ + n);
+  exchange_(&rows[row * rank_], rows.data(), row * sizeof(int64_t));
   for (size_t sender = 0; sender < n; ++sender) {
     for (size_t receiver = 0; receiver < n; ++receiver) {
       int64_t sent = rows[row * sender + receiver];
       int64_t expected = rows[row * receiver + n + sender];
       if (sent == expected) continue;
-      throw MismatchError(mismatch_prefix(signature) + describe(signature) + ": rank " +
+      throw MismatchError(mismatch_prefix(record_) + describe(record_) + ": rank " +
                           std::to_string(sender) + " sends rank " + std::to_string(receiver) +
                           " " + std::to_string(sent) + " bytes, rank " +
                           std::to_string(receiver) + " expects " + std::to_string(expected));
     }
   }
+}
+
+void agree(const Signature& mine, int rank, int size, const ExchangeFn& exchange) {
+  Agreement(mine, rank, size, exchange).settle();
 }
 
 std::string dtype_name(at::ScalarType type) {

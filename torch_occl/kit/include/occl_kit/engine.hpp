@@ -84,6 +84,10 @@ struct OpContext {
   // Queued ops: every rank of the group has entered this op. The engine exchanged their
   // signatures before running it, which is itself a barrier: a barrier op has nothing left to do.
   bool all_ranks_entered = false;
+  // Queued ops but barriers, when the runtime carries signatures (Runtime::carries_signatures):
+  // the op's agreement check, which it settles or carries before it uses anything a peer sent
+  // (signature.hpp). The engine settles it after an op that left it alone (it sent nothing).
+  Agreement* agreement = nullptr;
 };
 
 // What the engine needs of a runtime beyond its ops. The generated contract header declares the
@@ -96,6 +100,11 @@ class Runtime {
   virtual void exchange_signatures(OpContext& ctx, const void* mine, void* everyone, size_t bytes);
   // Agreement on, the runtime may still skip it (a knob to measure its cost).
   virtual bool agreement_enabled() const { return true; }
+  // Whether the runtime's ops carry their signature records in their own messages
+  // (OpContext::agreement) instead of a round of their own before the op runs: a small op then
+  // waits for its peers once, not twice. exchange_signatures must read what such an op sends a
+  // rank that runs another collective, and such an op what exchange_signatures sends.
+  virtual bool carries_signatures() const { return false; }
   // An asynchronous collective whose inputs or outputs hold at most this many bytes (the smaller
   // side: an all-gather's input, a reduce-scatter's output) does not wake the group's worker when
   // issued: the thread that waits for it runs it, as for a blocking call.
@@ -212,6 +221,7 @@ class Engine {
   const c10d::Backend& backend_;
   GroupInfo group_;
   const bool agree_;
+  const bool carries_signatures_;  // the runtime's, asked once
   const size_t deferred_async_max_bytes_;  // the runtime's, asked once
   // "group G (rank r of n; ...)", shared with cancelled ops, which may outlive the engine.
   std::shared_ptr<const std::string> group_description_;

@@ -40,9 +40,62 @@ struct Signature {
 // should name the ranks that did not arrive.
 using ExchangeFn = std::function<void(const void* mine, void* everyone, size_t bytes)>;
 
-// Compares `mine` with every other rank's, through `exchange`: a first round of fixed-size
-// records, then, for ops with per-pair byte counts, every rank's counts. Throws MismatchError
-// naming both sides when they differ; whatever `exchange` throws passes through.
+// A Signature as it travels: fixed size, every string NUL-terminated, the tensor sizes as a
+// digest. Two ranks call the same collective alike when their records are equal byte for byte.
+// The pairs' byte counts follow in a second round, when the ranks agree that they come.
+struct SignatureRecord {
+  char op[32];
+  char dtype[16];
+  char reduction[32];
+  int64_t count;
+  int64_t root;
+  int64_t tensors;
+  uint64_t sizes_digest;  // of the tensors' element counts and the shape
+  int64_t has_pairs;      // 1 when per-pair byte counts follow
+  uint64_t sequence;
+
+  bool operator==(const SignatureRecord&) const = default;
+};
+static_assert(sizeof(SignatureRecord) == 128, "the signature is part of the wire protocol");
+
+// One collective's agreement check: this rank's record against every other rank's, then, for
+// ops with per-pair byte counts, every rank's counts. A difference throws MismatchError naming
+// both sides; whatever `exchange` throws passes through.
+//
+// The engine settles it before the op runs, unless the runtime carries the records in the op's
+// own messages (Runtime::carries_signatures): then the op gets it (OpContext::agreement) and,
+// before it uses anything a peer sent, either
+//   - settles it: a round of its own through `exchange`, or
+//   - sends record() ahead of its first message to every peer (a message of its own to a peer
+//     it has nothing for), receives each peer's into slot(peer), and calls check_carried().
+//     A peer whose record differs from record() byte for byte runs another collective: what
+//     came with its record is not this op's and must not be used (read it, and drop it).
+class Agreement {
+ public:
+  Agreement(const Signature& mine, int rank, int size, ExchangeFn exchange);
+  const SignatureRecord& record() const { return record_; }
+  void* slot(int peer) { return &theirs_[peer]; }
+  void settle();
+  void check_carried();
+  bool settled() const { return settled_; }
+  // Every rank's record is in (whether or not they agreed): every rank has entered a collective.
+  bool joined() const { return joined_; }
+
+ private:
+  void compare();
+  void agree_on_pairs();
+
+  const Signature& mine_;
+  int rank_;
+  int size_;
+  ExchangeFn exchange_;
+  SignatureRecord record_;
+  std::vector<SignatureRecord> theirs_;
+  bool joined_ = false;
+  bool settled_ = false;
+};
+
+// Compares `mine` with every other rank's, through `exchange`: Agreement(...).settle().
 void agree(const Signature& mine, int rank, int size, const ExchangeFn& exchange);
 
 // ---- What the spec's `agree:` expressions call -------------------------------------------------
