@@ -29,12 +29,12 @@ void direct_allreduce(Mesh& mesh, void* data, size_t count, Reduction reduction,
                       Deadline deadline) {
   const int n = mesh.size();
   const size_t bytes = count * kernels::element_size(reduction.dtype);
-  std::unique_ptr<char[]> incoming(new char[bytes * n]);
+  char* incoming = mesh.scratch(bytes * n);
   std::vector<void*> slots(n);
   std::vector<transport::SendOp> sends;
   std::vector<transport::RecvOp> recvs;
   for (int peer = 0; peer < n; ++peer) {
-    slots[peer] = incoming.get() + bytes * peer;
+    slots[peer] = incoming + bytes * peer;
     if (peer == mesh.rank()) continue;
     sends.push_back({peer, data, bytes});
     recvs.push_back({peer, slots[peer], bytes});
@@ -114,11 +114,11 @@ void reduce(Mesh& mesh, void* data, size_t count, Reduction reduction, int root,
   if (path == Path::Direct) {
     // Everyone sends to the root, which folds in rank order.
     if (mesh.rank() != root) return mesh.exchange({{root, data, count * element}}, {}, deadline);
-    std::unique_ptr<char[]> incoming(new char[count * element * n]);
+    char* incoming = mesh.scratch(count * element * n);
     std::vector<void*> slots(n);
     std::vector<transport::RecvOp> recvs;
     for (int peer = 0; peer < n; ++peer) {
-      slots[peer] = incoming.get() + count * element * peer;
+      slots[peer] = incoming + count * element * peer;
       if (peer != root) recvs.push_back({peer, slots[peer], count * element});
     }
     mesh.exchange({}, recvs, deadline);

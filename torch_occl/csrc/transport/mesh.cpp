@@ -174,6 +174,11 @@ std::string Mesh::describe() const {
          " us before it sleeps";
 }
 
+char* Mesh::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
 void Mesh::abort(const std::string& cause) {
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);

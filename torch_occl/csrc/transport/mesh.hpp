@@ -103,6 +103,11 @@ class Mesh {
   // Every rank's host (SharedMemory::hosts), the same on every rank; empty when not known.
   const std::vector<int>& hosts() const { return hosts_; }
 
+  // A buffer for an algorithm's incoming data during one collective, kept for the next: the
+  // small collectives, which run most often, then allocate nothing (a fresh block of a few KiB
+  // costs glibc a sweep of its small free blocks each time).
+  char* scratch(size_t bytes);
+
   // How long a waiting rank spins before it sleeps (0 when a host's ranks outnumber its cores).
   std::chrono::microseconds spin() const { return spin_; }
 
@@ -175,6 +180,7 @@ class Mesh {
   std::vector<Transfer> recvs_;
   PendingRecords records_;
   std::vector<char> dropped_;  // where payloads that are not this collective's are read into
+  std::vector<char> scratch_;
   std::chrono::microseconds spin_;  // how long a waiting rank spins before it sleeps
   std::atomic<bool> aborted_{false};  // checked on every pass, even while bytes keep moving
   int abort_fd_;  // an eventfd that abort() makes readable, so a waiting poll() wakes up
