@@ -64,6 +64,7 @@ def test_bench_prints_each_row_as_it_finishes_and_checks_every_peer(tmp_path):
     stdout = "\n".join(lines)
     assert first_row_seen_while == (None, False), stdout
     assert "# skipped deepspeed: not installed (pip install deepspeed)" in lines
+    assert "# skipped deepspeed_op: not installed (pip install deepspeed)" in lines
     assert ("# skipped occl_mpi: the bench was not started by mpirun (mpirun -n 2 -x "
             "MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 python -m torch_occl.bench)") in lines
     assert "# peers: occl = occl, gloo = gloo, fake = fake" in lines
@@ -78,7 +79,7 @@ def test_bench_prints_each_row_as_it_finishes_and_checks_every_peer(tmp_path):
     assert {row["op"] for row in report["rows"]} == set(ROW_OPS)
     assert lines[-1].startswith(f"# {len(rows)} rows in ")
     assert report["peers"] == ["occl", "gloo", "fake"]
-    assert set(report["skipped"]) == {"deepspeed", "occl_mpi"}
+    assert set(report["skipped"]) == {"deepspeed", "deepspeed_op", "occl_mpi"}
     for row in report["rows"]:
         assert row["wrong"] == {"occl": 0, "gloo": 0, "fake": None}, row  # fake: never checked
         assert {name: len(times) for name, times in row["rounds_us"].items()} == {
@@ -89,25 +90,85 @@ def test_bench_prints_each_row_as_it_finishes_and_checks_every_peer(tmp_path):
     assert next(row for row in rows if row[0] == "barrier")[-2:] == ["-", "-"]
 
 
-def test_a_peer_that_fails_to_start_is_skipped_with_its_error(tmp_path):
-    """A DeepSpeed whose op cannot start (here a stand-in package on the path) is reported, and
-    the run goes on without it."""
+def _stand_in_deepspeed(tmp_path: Path, comm_source: str) -> dict:
+    """The bench's environment with a stand-in `deepspeed` package whose deepspeed/comm.py is
+    `comm_source`."""
     stand_in = tmp_path / "stand_in" / "deepspeed"
     stand_in.mkdir(parents=True)
     (stand_in / "__init__.py").write_text("")
-    (stand_in / "comm.py").write_text(
-        "def init_distributed(**options):\n"
-        "    raise RuntimeError('its op did not build\\nthe compiler said more')\n")
+    (stand_in / "comm.py").write_text(comm_source)
     env = _environment(tmp_path, hidden=())
     env["PYTHONPATH"] = f"{stand_in.parent}{os.pathsep}{env['PYTHONPATH']}"
+    return env
+
+
+def test_a_peer_that_fails_to_start_is_skipped_with_its_error(tmp_path):
+    """A DeepSpeed whose op cannot start is reported, for both ways of calling it, and the run
+    goes on without it."""
+    env = _stand_in_deepspeed(
+        tmp_path,
+        "def init_distributed(**options):\n"
+        "    raise RuntimeError('its op did not build\\nthe compiler said more')\n")
     result = subprocess.run(
         [sys.executable, "-m", "torch_occl.bench", "--ops", "all_reduce", "--sizes", "8",
-         "--peers", "deepspeed", "--rounds", "1", "--iters", "2"],
+         "--peers", "deepspeed,deepspeed_op", "--rounds", "1", "--iters", "2"],
         env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert ("# skipped deepspeed: failed to start: RuntimeError: its op did not build"
-            in result.stdout.splitlines())
+    for peer in ("deepspeed", "deepspeed_op"):
+        assert (f"# skipped {peer}: failed to start: RuntimeError: its op did not build"
+                in result.stdout.splitlines())
     assert [row[:2] for row in _row_lines(result.stdout)] == [["all_reduce", "8"]]
+
+
+def test_deepspeed_op_times_its_kernel_called_directly(tmp_path):
+    """`deepspeed_op` calls torch.ops.deepspeed.inference_all_reduce_ itself, never DeepSpeed's
+    Python wrapper, and its results are checked like every peer's. The stand-in's kernel sums
+    over the default group when DeepSpeed starts, as the real one does; its wrapper raises."""
+    env = _stand_in_deepspeed(tmp_path, """\
+import types
+
+import torch
+import torch.distributed as dist
+
+comm = types.SimpleNamespace(
+    cdb=types.SimpleNamespace(shm_comm_op=object(), shm_vector_kernel_level=1))
+_library = []
+
+
+def init_distributed(**options):
+    library = torch.library.Library("deepspeed", "DEF")
+    library.define("inference_all_reduce_(Tensor(a!) self) -> Tensor(a!)")
+
+    def kernel(tensor):
+        dist.all_reduce(tensor)
+        return tensor
+
+    library.impl("inference_all_reduce_", kernel, "CPU")
+    _library.append(library)
+
+
+def inference_all_reduce(tensor, op):
+    raise AssertionError("the wrapper was called")
+""")
+    report_file = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_occl.bench", "--ops", "all_reduce,broadcast", "--sizes",
+         "8,4K", "--peers", "deepspeed_op", "--rounds", "2", "--iters", "2",
+         "--json", str(report_file)],
+        env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "# peers: occl = occl, ds_op = deepspeed_op" in lines
+    assert ("# deepspeed_op skips broadcast: DeepSpeed's shared-memory op is an all_reduce only"
+            in lines)
+    report = json.loads(report_file.read_text())
+    reduce_rows = [row for row in report["rows"] if row["op"] == "all_reduce"]
+    assert [row["bytes"] for row in reduce_rows] == [8, 4096]
+    for row in reduce_rows:
+        assert row["wrong"]["deepspeed_op"] == 0, row
+        assert len(row["rounds_us"]["deepspeed_op"]) == 2
+    broadcast_rows = [row for row in report["rows"] if row["op"] == "broadcast"]
+    assert broadcast_rows and all("deepspeed_op" not in row["us"] for row in broadcast_rows)
 
 
 def test_rate_of_times_occl_on_the_same_bytes_of_another_type_beside_the_peers(tmp_path):

@@ -18,7 +18,10 @@ import torch.distributed as dist
 
 from .cases import FORMATION_OPS, dist_all_reduce
 
-PEERS = ("occl", "gloo", "deepspeed", "occl_mpi", "fake")
+PEERS = ("occl", "gloo", "deepspeed", "deepspeed_op", "occl_mpi", "fake")
+# DeepSpeed through its Python wrapper, and its kernel called directly (torch.ops, no c10d: the
+# whole op the latency targets compare occl's own share with). Both start DeepSpeed once.
+DEEPSPEED_PEERS = ("deepspeed", "deepspeed_op")
 UNDER_MPIRUN = "OMPI_COMM_WORLD_SIZE" in os.environ
 MPIRUN_COMMAND = ("mpirun -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 "
                   "python -m torch_occl.bench")
@@ -100,7 +103,9 @@ def _deepspeed_available(world_size) -> None:
         raise Unavailable("not installed (pip install deepspeed)")
 
 
-def _form_deepspeed(rank, world_size, gloo, shared_tensors) -> Peer:
+@functools.cache
+def _start_deepspeed(rank, world_size) -> int:
+    """Starts DeepSpeed's communication once per process; returns its kernel's vector level."""
     # Its kernel takes every rank for one host only when LOCAL_SIZE says so (else it segfaults);
     # MASTER_ADDR and MASTER_PORT name its /dev/shm files (the bench removes them after): when
     # the bench started the ranks, its own process id keeps two runs' files apart.
@@ -114,7 +119,13 @@ def _form_deepspeed(rank, world_size, gloo, shared_tensors) -> Peer:
     with contextlib.redirect_stdout(io.StringIO()):  # its build's news, from every rank
         deepspeed.comm.init_distributed(dist_backend="gloo", verbose=False)
     backend = deepspeed.comm.comm.cdb
-    level = getattr(backend, "shm_vector_kernel_level", 0) if backend.shm_comm_op else 0
+    return getattr(backend, "shm_vector_kernel_level", 0) if backend.shm_comm_op else 0
+
+
+def _form_deepspeed(rank, world_size, gloo, shared_tensors) -> Peer:
+    level = _start_deepspeed(rank, world_size)
+    import deepspeed.comm
+
     reduce_ops = {"sum": deepspeed.comm.ReduceOp.SUM, "max": deepspeed.comm.ReduceOp.MAX,
                   "min": deepspeed.comm.ReduceOp.MIN, "product": deepspeed.comm.ReduceOp.PRODUCT}
 
@@ -122,6 +133,17 @@ def _form_deepspeed(rank, world_size, gloo, shared_tensors) -> Peer:
         deepspeed.comm.inference_all_reduce(tensor, op=reduce_ops[redop])
 
     return Peer("deepspeed", None, gloo, lambda op, dtype: deepspeed_refuses(op, dtype, level),
+                all_reduce=all_reduce, blocking_only=True)
+
+
+def _form_deepspeed_op(rank, world_size, gloo, shared_tensors) -> Peer:
+    level = _start_deepspeed(rank, world_size)
+    kernel = torch.ops.deepspeed.inference_all_reduce_  # it sums, whatever the reduce op
+
+    def all_reduce(tensor, redop, group, async_op):
+        kernel(tensor)
+
+    return Peer("deepspeed_op", None, gloo, lambda op, dtype: deepspeed_refuses(op, dtype, level),
                 all_reduce=all_reduce, blocking_only=True)
 
 
@@ -154,6 +176,7 @@ _SETUP = {
     "occl": (_always, _form_occl),
     "gloo": (_always, _form_gloo),
     "deepspeed": (_deepspeed_available, _form_deepspeed),
+    "deepspeed_op": (_deepspeed_available, _form_deepspeed_op),
     "occl_mpi": (_occl_mpi_available, _form_occl_mpi),
     "fake": (_fake_available, _form_fake),
 }
@@ -168,7 +191,8 @@ def form(names, rank: int, world_size: int, gloo, shared_tensors: bool, say=prin
         reason = None
         try:
             check(world_size)
-            if name == "deepspeed" and rank == 0:
+            started = _start_deepspeed.cache_info().currsize > 0
+            if name in DEEPSPEED_PEERS and rank == 0 and not started:
                 say("# deepspeed: loading its shared-memory op (its first build takes minutes)")
             peer = build(rank, world_size, gloo, shared_tensors)
         except Unavailable as why:

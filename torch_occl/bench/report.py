@@ -8,8 +8,9 @@ from .cases import SIZELESS_OPS, bus_factor
 # Short column names; the head says which peer each stands for.
 CALL_LABELS = {"sync": "blocking calls", "async": "async_op=True then wait()",
                "functional": "functional op then wait_tensor"}
-LABELS = {"occl": "occl", "gloo": "gloo", "deepspeed": "ds", "occl_mpi": "mpi", "fake": "fake"}
-RATIO_PEERS = ("gloo", "deepspeed", "occl_mpi")  # speed-up of occl over each
+LABELS = {"occl": "occl", "gloo": "gloo", "deepspeed": "ds", "deepspeed_op": "ds_op",
+          "occl_mpi": "mpi", "fake": "fake"}
+RATIO_PEERS = ("gloo", "deepspeed", "deepspeed_op", "occl_mpi")  # speed-up of occl over each
 
 
 def _columns(peers: list[str], rate_of: list[str]) -> list[tuple[str, int]]:
@@ -18,7 +19,8 @@ def _columns(peers: list[str], rate_of: list[str]) -> list[tuple[str, int]]:
     columns += [("busbw", 7), ("#wrong", 6)]
     if "fake" in peers:
         columns.append(("own(us)", 8))
-    columns += [(f"{LABELS[name]}/occl", 9) for name in RATIO_PEERS if name in peers]
+    columns += [(f"{LABELS[name]}/occl", max(9, len(LABELS[name]) + 6)) for name in RATIO_PEERS
+                if name in peers]
     columns += [("floor(us)", 10), ("bound", 7)]
     columns += [(f"{dtype}-rate", max(len(dtype) + 5, 9)) for dtype in rate_of]
     return columns

@@ -149,7 +149,7 @@ def run(rank: int, world_size: int, init_method: str, args) -> dict | None:
         for nbytes in [0] if op in SIZELESS_OPS else args.sizes:
             rows.append(_row(op, nbytes, args, peers, rank, world_size, gloo, noted))
     dist.barrier(group=gloo)
-    if rank == 0 and "deepspeed" in names:  # its kernel leaves its files behind
+    if rank == 0 and set(names) & set(peer_setup.DEEPSPEED_PEERS):  # its kernel leaves files
         for leftover in glob.glob(peer_setup.deepspeed_files()):
             os.unlink(leftover)
     dist.destroy_process_group()
