@@ -919,22 +919,29 @@ HALF_KERNELS = {
 }
 
 
-def _fold_in_float32(op, inputs):
-    """The kernel's arithmetic in float32, in rank order: x86 gives a NaN result the first NaN
-    operand's payload, which the kernel keeps in a + b and a * b by pairing a NaN `a` with
-    itself; MIN and MAX are std::min and std::max."""
-    acc = inputs[0].float()
-    for other in inputs[1:]:
-        b = other.float()
+def _fold_in_rank_order(op, inputs):
+    """The kernel's arithmetic in the inputs' dtype, in rank order: x86 gives a NaN result the
+    first NaN operand's payload, which the kernel keeps in a + b and a * b by pairing a NaN `a`
+    with itself; MIN and MAX are std::min and std::max; integers wrap around."""
+    acc = inputs[0]
+    for b in inputs[1:]:
+        if acc.is_floating_point() and op in ("SUM", "PRODUCT"):
+            b = torch.where(acc.isnan(), acc, b)
         if op == "SUM":
-            acc = acc + torch.where(acc.isnan(), acc, b)
+            acc = acc + b
         elif op == "PRODUCT":
-            acc = acc * torch.where(acc.isnan(), acc, b)
+            acc = acc * b
         elif op == "MIN":
             acc = torch.where(b < acc, b, acc)
-        else:
+        elif op == "MAX":
             acc = torch.where(acc < b, b, acc)
+        else:
+            acc = {"BAND": acc & b, "BOR": acc | b, "BXOR": acc ^ b}[op]
     return acc
+
+
+def _fold_in_float32(op, inputs):
+    return _fold_in_rank_order(op, [x.float() for x in inputs])
 
 
 def _bfloat16_bits_as_c10_rounds(values):
@@ -995,3 +1002,86 @@ def test_half_type_kernels_of_every_width_give_the_same_bits(dtype_name, world_s
     rounds = [(hex(o), op) for o in others for op in HALF_OPS]
     differ = [rounds[k] for k in range(len(rounds)) if len({d[k] for d in digests}) > 1]
     assert not differ, f"the ranks' results differ in {differ}"
+
+
+# Bit patterns that the reduction loops must treat alike in every width: both zeros, the
+# smallest and largest denormals and normals, infinities, NaNs of both signs (quiet, signalling,
+# with payloads), and plain numbers; integers at their limits.
+WIDTH_PATTERNS = {
+    torch.float32: (0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF,
+                    0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001,
+                    0x7FA00005, 0x3F800000, 0xBFC00000, 0x40490FDB),
+    torch.float64: (0x0, 0x8000000000000000, 0x1, 0x800FFFFFFFFFFFFF, 0x0010000000000000,
+                    0x7FEFFFFFFFFFFFFF, 0xFFEFFFFFFFFFFFFF, 0x7FF0000000000000,
+                    0xFFF0000000000000, 0x7FF8000000000000, 0xFFF8000000000001,
+                    0x7FF0000000000001, 0x7FF4000000000005, 0x3FF0000000000000,
+                    0xBFF8000000000000, 0x400921FB54442D18),
+    torch.int32: (0, 1, -1, 2, -2, 3, 0x7FFFFFFF, -0x80000000, 0x55555555, -0x55555556, 1000003,
+                  -77, 65536, 0x7FFF, -0x8000, 12345678),
+    torch.int8: (0, 1, -1, 2, -2, 3, 127, -128, 0x55, -0x56, 100, -77, 16, 15, -16, 64),
+}
+WIDTH_BITS = {torch.float32: torch.int32, torch.float64: torch.int64}
+
+
+# Rank r's input: the 16 patterns in every combination with three ranks' (16 ** 3 elements), then
+# 13 random values, a tail that no vector of either width covers evenly.
+def _width_input(rank, dtype):
+    bits = WIDTH_BITS.get(dtype, dtype)
+    width = torch.iinfo(bits).bits
+    signed = [(p + 2 ** (width - 1)) % 2 ** width - 2 ** (width - 1) for p in WIDTH_PATTERNS[dtype]]
+    patterns = torch.tensor(signed, dtype=bits)
+    index = torch.arange(16 ** 3)
+    head = patterns[(index // 16 ** rank) % 16].view(dtype)
+    generator = torch.Generator().manual_seed(rank)
+    if dtype.is_floating_point:
+        tail = torch.randn(13, generator=generator, dtype=dtype)
+    else:
+        tail = torch.randint(-100, 100, (13,), generator=generator, dtype=dtype)
+    return torch.cat([head, tail])
+
+
+def w_loop_widths(rank, world_size):
+    """all_reduce of every combination of WIDTH_PATTERNS on ranks whose loops differ in width:
+    per dtype and op, a digest of this rank's result's bits, and what differs from the fold in
+    Python."""
+    import hashlib
+
+    digests, problems = [], []
+    for dtype in WIDTH_PATTERNS:
+        inputs = [_width_input(r, dtype) for r in range(world_size)]
+        ops = ("SUM", "PRODUCT", "MIN", "MAX") + (
+            ("AVG",) if dtype.is_floating_point else BITWISE)
+        for op in ops:
+            tensor = inputs[rank].clone()
+            dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
+            expected = _fold_in_rank_order("SUM" if op == "AVG" else op, inputs)
+            if op == "AVG":
+                expected = expected / world_size
+            bits = WIDTH_BITS.get(dtype, dtype)
+            actual, wanted = tensor.view(bits), expected.view(bits)
+            unsigned = 2 ** torch.iinfo(bits).bits - 1
+            digests.append(hashlib.sha1(actual.numpy().tobytes()).hexdigest())
+            wrong = actual != wanted
+            if wrong.any():
+                i = int(wrong.nonzero()[0])
+                problems.append(f"rank {rank}, {dtype} {op}: {int(wrong.sum())} elements differ, "
+                                f"first [{i}]: {int(actual[i]) & unsigned:#x}, expected "
+                                f"{int(wanted[i]) & unsigned:#x}")
+    return digests, problems
+
+
+@occl_only("occl's loop widths (OCCL_WIDE_LOOPS_MIN_BYTES)")
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_reduction_loops_of_both_widths_give_the_same_bits(world_size):
+    # Every rank reduces every element itself (the direct algorithm), rank 1 in AVX2's loops,
+    # the others in AVX-512's where the CPU has them; the three-rank fold takes the loop over
+    # blocks.
+    widths = {r: {"OCCL_WIDE_LOOPS_MIN_BYTES": str(1 << 62) if r == 1 else "0"}
+              for r in range(world_size)}
+    with DistPool(world_size, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
+                  rank_env=widths) as pool:
+        results = pool.run(w_loop_widths, timeout=300)
+    problems = [p for _, rank_problems in results for p in rank_problems]
+    assert not problems, "\n".join(problems[:20])
+    digests = [rank_digests for rank_digests, _ in results]
+    assert all(d == digests[0] for d in digests), "the ranks' results differ"

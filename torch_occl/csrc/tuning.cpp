@@ -34,6 +34,7 @@ const Tuning& Tuning::get() {
     override_from_env("OCCL_DEFERRED_ASYNC_MAX_BYTES", t.deferred_async_max_bytes);
     override_from_env("OCCL_CHECK_SIGNATURES", t.check_signatures);
     override_from_env("OCCL_HIERARCHICAL", t.hierarchical);
+    override_from_env("OCCL_WIDE_LOOPS_MIN_BYTES", t.wide_loops_min_bytes);
     override_from_env("OCCL_FLOAT16_LANES", t.float16_lanes);
     override_from_env("OCCL_BFLOAT16_LANES", t.bfloat16_lanes);
     if (t.pipeline_chunk_bytes == 0) t.pipeline_chunk_bytes = 1;

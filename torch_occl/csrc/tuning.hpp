@@ -55,6 +55,10 @@ struct Tuning {
   // ranks on each run in two levels (algorithms/hierarchical.hpp). Off only to measure the flat rings
   // beside them; every rank must use the same value. OCCL_HIERARCHICAL
   bool hierarchical = true;
+  // Reduction loops over at least this many bytes run in AVX-512's 512-bit vectors where the
+  // CPU has them, smaller ones in AVX2's (kernels/reduce.cpp; float16 and bfloat16 by their
+  // lanes below). Any value gives the same bits, so ranks may differ. OCCL_WIDE_LOOPS_MIN_BYTES
+  size_t wide_loops_min_bytes = 256 * 1024;
   // The widest float16 instructions the reduction kernel uses (kernels/reduce.cpp): 32 lanes
   // (AVX512-FP16's arithmetic, for sums and products of two sources), 16 (AVX-512's
   // conversions), 8 (F16C's) or 1 (c10's portable code), each only where the CPU has it. Every

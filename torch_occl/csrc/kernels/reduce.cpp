@@ -20,19 +20,26 @@
 // function once per listed ISA level and the loader picks the best one for the CPU (an ifunc).
 // It goes on the innermost loops only, which keeps the number of compiled loops (and the build
 // time) down; `flatten` inlines the arithmetic and c10 conversions they call into each clone,
-// because only code compiled inside a clone gets the wider vectors. arch=x86-64-v4 is GCC 11+.
-// The optimize flags keep every clone's bits equal to the baseline x86-64 code's:
+// because only code compiled inside a clone gets the wider vectors. arch=x86-64-v3 is GCC 11+.
+// Each loop is compiled once more for AVX-512 (OCCL_WIDE_LOOPS), which runs only where a fold
+// is large (use_wide_loops): with its 512-bit arithmetic a 4 KiB all_reduce took about 0.9 us
+// longer per call, most likely the core slowing its clock for what follows, while from 1 MiB
+// on reduce_scatter_tensor was 5-8 % faster with it (docs/PERFORMANCE.md).
+// The optimize flags keep every variant's bits equal to the baseline x86-64 code's:
 // - fp-contract=off: g++ fuses a*b+c into an FMA by default when the ISA has one, which rounds
 //   once instead of twice; the baseline clone has no FMA, so results would depend on the CPU.
 // - no-tree-sink: stops GCC from moving the float arithmetic of c10's branch-free float16
 //   conversions into branches, where if-conversion may not bring it back (it may trap) and the
 //   loop would stay scalar on AVX2. It changes where values are computed, never what they are.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
-#define OCCL_VECTOR_CLONES                                                            \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten, \
-                 optimize("fp-contract=off", "no-tree-sink")))
+#define OCCL_LOOP_FLAGS flatten, optimize("fp-contract=off", "no-tree-sink")
+#define OCCL_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v3", "default"), OCCL_LOOP_FLAGS))
+#define OCCL_WIDE_LOOPS __attribute__((target("arch=x86-64-v4"), OCCL_LOOP_FLAGS))
+#define OCCL_HAS_WIDE_LOOPS 1
 #else
 #define OCCL_VECTOR_CLONES
+#define OCCL_WIDE_LOOPS
 #endif
 
 namespace occl::kernels {
@@ -88,21 +95,79 @@ inline A apply(A a, A b) {
   return a;  // unreachable: unsupported_reason() rejects bitwise ops on floating types first
 }
 
+// Whether a loop over `bytes` runs in AVX-512's 512-bit vectors (see OCCL_VECTOR_CLONES): the
+// CPU has them and the loop is at least OCCL_WIDE_LOOPS_MIN_BYTES long.
+bool use_wide_loops(size_t bytes) {
+#ifdef OCCL_HAS_WIDE_LOOPS
+  static const bool cpu_has_them =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl");
+  return cpu_has_them && bytes >= Tuning::get().wide_loops_min_bytes;
+#else
+  return false;
+#endif
+}
+
+// The width a fold runs in, chosen once per fold: Wide is OCCL_WIDE_LOOPS.
+enum class Width { Narrow, Wide };
+
+// Calls fn(std::integral_constant<Width, W>{}) with the width for a loop over `bytes`.
+template <typename Fn>
+void with_width(size_t bytes, Fn&& fn) {
+  if (use_wide_loops(bytes)) return fn(std::integral_constant<Width, Width::Wide>{});
+  fn(std::integral_constant<Width, Width::Narrow>{});
+}
+
 // out[i] = a[i] op b[i], computed in the accumulation type A. Each operand is either user data
 // (T) or an accumulator block (A), so this one loop is every step of reduce_typed. It has no
 // branches or calls left after inlining, which is what lets GCC vectorise it, half-type
 // conversions included (c10's portable conversions are branch-free bit arithmetic).
 template <ReduceOp Op, typename A, typename Out, typename In1, typename In2>
-OCCL_VECTOR_CLONES void combine(Out* out, const In1* a, const In2* b, size_t count) {
+inline void combine_loop(Out* out, const In1* a, const In2* b, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     out[i] = static_cast<Out>(apply<Op>(static_cast<A>(a[i]), static_cast<A>(b[i])));
   }
 }
 
+template <ReduceOp Op, typename A, typename Out, typename In1, typename In2>
+OCCL_VECTOR_CLONES void combine_narrow(Out* out, const In1* a, const In2* b, size_t count) {
+  combine_loop<Op, A>(out, a, b, count);
+}
+
+template <ReduceOp Op, typename A, typename Out, typename In1, typename In2>
+OCCL_WIDE_LOOPS void combine_wide(Out* out, const In1* a, const In2* b, size_t count) {
+  combine_loop<Op, A>(out, a, b, count);
+}
+
+template <Width W, ReduceOp Op, typename A, typename Out, typename In1, typename In2>
+void combine(Out* out, const In1* a, const In2* b, size_t count) {
+  if constexpr (W == Width::Wide) return combine_wide<Op, A>(out, a, b, count);
+  combine_narrow<Op, A>(out, a, b, count);
+}
+
 // out[i] = fn(in[i]), computed in the accumulation type of T.
 template <typename T, typename Fn>
-OCCL_VECTOR_CLONES void transform(T* out, const T* in, size_t count, Fn fn) {
+inline void transform_loop(T* out, const T* in, size_t count, Fn fn) {
   for (size_t i = 0; i < count; ++i) out[i] = static_cast<T>(fn(static_cast<Acc<T>>(in[i])));
+}
+
+template <typename T, typename Fn>
+OCCL_VECTOR_CLONES void transform_narrow(T* out, const T* in, size_t count, Fn fn) {
+  transform_loop(out, in, count, fn);
+}
+
+template <typename T, typename Fn>
+OCCL_WIDE_LOOPS void transform_wide(T* out, const T* in, size_t count, Fn fn) {
+  transform_loop(out, in, count, fn);
+}
+
+template <typename T, typename Fn>
+void transform(T* out, const T* in, size_t count, Fn fn) {
+  with_width(count * sizeof(T), [&](auto width) {
+    if constexpr (decltype(width)::value == Width::Wide) return transform_wide(out, in, count, fn);
+    transform_narrow(out, in, count, fn);
+  });
 }
 
 // Elements per accumulator block in the n > 2 fold: 2 KiB of float32, small enough to stay in L1
@@ -402,6 +467,25 @@ OCCL_AVX512_BF16 void reduce_bfloat16_avx512(c10::BFloat16* dst, const void* con
 }
 #endif
 
+// dst = srcs[0] op ... op srcs[n-1], n >= 2, in loops of width W. With more than two sources it
+// folds source by source over a block rather than element by element, so that each step is a
+// two-input loop that vectorises; every element still sees srcs[0], srcs[1], ... in order.
+// dst is written only by the last step, after every source's block has been read, so dst
+// may alias any source.
+template <Width W, ReduceOp Op, typename T>
+void fold_in_blocks(T* dst, const void* const* srcs, int n, size_t count) {
+  using A = Acc<T>;
+  auto src = [srcs](int s) { return static_cast<const T*>(srcs[s]); };
+  if (n == 2) return combine<W, Op, A>(dst, src(0), src(1), count);  // the ring's case
+  A acc[kBlockElements];
+  for (size_t begin = 0; begin < count; begin += kBlockElements) {
+    const size_t len = std::min(kBlockElements, count - begin);
+    combine<W, Op, A>(acc, src(0) + begin, src(1) + begin, len);
+    for (int s = 2; s < n - 1; ++s) combine<W, Op, A>(acc, acc, src(s) + begin, len);
+    combine<W, Op, A>(dst + begin, acc, src(n - 1) + begin, len);
+  }
+}
+
 template <ReduceOp Op, typename T>
 void reduce_typed(T* dst, const void* const* srcs, int n, size_t count) {
   using A = Acc<T>;
@@ -420,26 +504,12 @@ void reduce_typed(T* dst, const void* const* srcs, int n, size_t count) {
     if (use_avx512_bf16()) return reduce_bfloat16_avx512<Op>(dst, srcs, n, count);
   }
 #endif
-  auto src = [srcs](int s) { return static_cast<const T*>(srcs[s]); };
   if (n == 1) {  // still a round trip through A, as for n > 1 (it canonicalises half-type NaNs)
-    transform(dst, src(0), count, [](A v) { return v; });
+    transform(dst, static_cast<const T*>(srcs[0]), count, [](A v) { return v; });
     return;
   }
-  if (n == 2) {  // the ring's case
-    combine<Op, A>(dst, src(0), src(1), count);
-    return;
-  }
-  // Fold source by source over a block rather than element by element, so that each step is a
-  // two-input loop that vectorises; every element still sees srcs[0], srcs[1], ... in order.
-  // dst is written only by the last step, after every source's block has been read, so dst
-  // may alias any source.
-  A acc[kBlockElements];
-  for (size_t begin = 0; begin < count; begin += kBlockElements) {
-    const size_t len = std::min(kBlockElements, count - begin);
-    combine<Op, A>(acc, src(0) + begin, src(1) + begin, len);
-    for (int s = 2; s < n - 1; ++s) combine<Op, A>(acc, acc, src(s) + begin, len);
-    combine<Op, A>(dst + begin, acc, src(n - 1) + begin, len);
-  }
+  with_width(count * sizeof(T),
+             [&](auto width) { fold_in_blocks<decltype(width)::value, Op>(dst, srcs, n, count); });
 }
 
 template <typename T>
