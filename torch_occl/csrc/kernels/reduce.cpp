@@ -23,8 +23,8 @@
 // because only code compiled inside a clone gets the wider vectors. arch=x86-64-v3 is GCC 11+.
 // Each loop is compiled once more for AVX-512 (OCCL_WIDE_LOOPS), which runs only where a fold
 // is large (use_wide_loops): with its 512-bit arithmetic a 4 KiB all_reduce took about 0.9 us
-// longer per call, most likely the core slowing its clock for what follows, while from 1 MiB
-// on reduce_scatter_tensor was 5-8 % faster with it (docs/PERFORMANCE.md).
+// longer per call, most likely the core slowing its clock for what follows, while without it
+// reduce_scatter_tensor from 1 MiB on lost up to a few percent (docs/PERFORMANCE.md).
 // The optimize flags keep every variant's bits equal to the baseline x86-64 code's:
 // - fp-contract=off: g++ fuses a*b+c into an FMA by default when the ISA has one, which rounds
 //   once instead of twice; the baseline clone has no FMA, so results would depend on the CPU.
@@ -120,9 +120,10 @@ void with_width(size_t bytes, Fn&& fn) {
 }
 
 // out[i] = a[i] op b[i], computed in the accumulation type A. Each operand is either user data
-// (T) or an accumulator block (A), so this one loop is every step of reduce_typed. It has no
+// (T) or an accumulator block (A), so this one loop is every step of a fold. It has no
 // branches or calls left after inlining, which is what lets GCC vectorise it, half-type
-// conversions included (c10's portable conversions are branch-free bit arithmetic).
+// conversions included (c10's portable conversions are branch-free bit arithmetic). It is
+// compiled inside combine_narrow's clones and combine_wide (flatten), each with its vectors.
 template <ReduceOp Op, typename A, typename Out, typename In1, typename In2>
 inline void combine_loop(Out* out, const In1* a, const In2* b, size_t count) {
   for (size_t i = 0; i < count; ++i) {
