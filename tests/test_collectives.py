@@ -24,6 +24,7 @@ reduce_scatter_tensor forms; non-contiguous outputs of the list reduce_scatter).
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import time
 import warnings
@@ -951,14 +952,32 @@ def _bfloat16_bits_as_c10_rounds(values):
     return torch.where(values.isnan(), 0x7FC0, rounded).to(torch.int16)
 
 
+def _note_result(bits, wrong, digests, problems, describe):
+    """Keeps a digest of a result's bits; where `wrong` holds anywhere, describe(first index,
+    how many) among the problems."""
+    digests.append(hashlib.sha1(bits.numpy().tobytes()).hexdigest())
+    if wrong.any():
+        problems.append(describe(int(wrong.nonzero()[0]), int(wrong.sum())))
+
+
+def _digests_of_ranks_with_own_kernels(world_size, rank_env, worker, *args):
+    """Runs `worker` (which returns digests and problems, _note_result) on ranks that each reduce
+    every element themselves (the direct algorithm: each gets every input) with their own kernel
+    settings; fails on any problem, else returns every rank's digests."""
+    with DistPool(world_size, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
+                  rank_env=rank_env) as pool:
+        results = pool.run(worker, *args, timeout=600)
+    problems = [p for _, rank_problems in results for p in rank_problems]
+    assert not problems, "\n".join(problems[:20])
+    return [rank_digests for rank_digests, _ in results]
+
+
 def w_half_kernels(rank, world_size, dtype_name):
     """all_reduce of every bit pattern of a half type on ranks whose kernels use different
     instructions: per round and op, a digest of this rank's result's bits, and
     what differs from the float32 result rounded once. For float16 the reference is torch's
     rounding and NaNs compare as NaNs (c10 writes its own, torch keeps payloads); for bfloat16
     it is c10's rounding written out above, and every bit counts."""
-    import hashlib
-
     dtype = getattr(torch, dtype_name)
     index = torch.arange(HALF_PATTERNS, dtype=torch.int64)
     as_half = lambda bits: (bits & 0xFFFF).to(torch.int16).view(dtype)  # noqa: E731
@@ -970,18 +989,16 @@ def w_half_kernels(rank, world_size, dtype_name):
             tensor = inputs[rank].clone()
             dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
             bits = tensor.view(torch.int16)
-            digests.append(hashlib.sha1(bits.numpy().tobytes()).hexdigest())
             exact = _fold_in_float32(op, inputs)
             if dtype == torch.bfloat16:
                 wrong = bits != _bfloat16_bits_as_c10_rounds(exact)
             else:
                 expected = exact.half()
                 wrong = ~(tensor.isnan() & expected.isnan()) & (bits != expected.view(torch.int16))
-            if wrong.any():
-                i = int(wrong.nonzero()[0])
-                problems.append(f"rank {rank}, {op} against {other:#06x}: {int(wrong.sum())} "
-                                f"elements differ, first [{i}]: {int(index[i]):#06x} gave "
-                                f"{int(bits[i]) & 0xFFFF:#06x} (float32 result {exact[i].item()})")
+            _note_result(bits, wrong, digests, problems, lambda i, n: (
+                f"rank {rank}, {op} against {other:#06x}: {n} elements differ, first [{i}]: "
+                f"{int(index[i]):#06x} gave {int(bits[i]) & 0xFFFF:#06x} "
+                f"(float32 result {exact[i].item()})"))
     return digests, problems
 
 
@@ -992,13 +1009,9 @@ def test_half_type_kernels_of_every_width_give_the_same_bits(dtype_name, world_s
     # Every rank reduces every element itself (the direct algorithm: each gets every input),
     # each with its own kernel width.
     variable, widths, others = HALF_KERNELS[dtype_name]
-    with DistPool(world_size, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
-                  rank_env={r: {variable: n}
-                            for r, n in enumerate(widths[world_size])}) as pool:
-        results = pool.run(w_half_kernels, dtype_name, timeout=600)
-    problems = [p for _, rank_problems in results for p in rank_problems]
-    assert not problems, "\n".join(problems[:20])
-    digests = [rank_digests for rank_digests, _ in results]
+    digests = _digests_of_ranks_with_own_kernels(
+        world_size, {r: {variable: n} for r, n in enumerate(widths[world_size])},
+        w_half_kernels, dtype_name)
     rounds = [(hex(o), op) for o in others for op in HALF_OPS]
     differ = [rounds[k] for k in range(len(rounds)) if len({d[k] for d in digests}) > 1]
     assert not differ, f"the ranks' results differ in {differ}"
@@ -1044,8 +1057,6 @@ def w_loop_widths(rank, world_size):
     """all_reduce of every combination of WIDTH_PATTERNS on ranks whose loops differ in width:
     per dtype and op, a digest of this rank's result's bits, and what differs from the fold in
     Python."""
-    import hashlib
-
     digests, problems = [], []
     for dtype in WIDTH_PATTERNS:
         inputs = [_width_input(r, dtype) for r in range(world_size)]
@@ -1060,13 +1071,9 @@ def w_loop_widths(rank, world_size):
             bits = WIDTH_BITS.get(dtype, dtype)
             actual, wanted = tensor.view(bits), expected.view(bits)
             unsigned = 2 ** torch.iinfo(bits).bits - 1
-            digests.append(hashlib.sha1(actual.numpy().tobytes()).hexdigest())
-            wrong = actual != wanted
-            if wrong.any():
-                i = int(wrong.nonzero()[0])
-                problems.append(f"rank {rank}, {dtype} {op}: {int(wrong.sum())} elements differ, "
-                                f"first [{i}]: {int(actual[i]) & unsigned:#x}, expected "
-                                f"{int(wanted[i]) & unsigned:#x}")
+            _note_result(actual, actual != wanted, digests, problems, lambda i, n: (
+                f"rank {rank}, {dtype} {op}: {n} elements differ, first [{i}]: "
+                f"{int(actual[i]) & unsigned:#x}, expected {int(wanted[i]) & unsigned:#x}"))
     return digests, problems
 
 
@@ -1078,10 +1085,5 @@ def test_reduction_loops_of_both_widths_give_the_same_bits(world_size):
     # blocks.
     widths = {r: {"OCCL_WIDE_LOOPS_MIN_BYTES": str(1 << 62) if r == 1 else "0"}
               for r in range(world_size)}
-    with DistPool(world_size, "occl", env={"OCCL_DIRECT_ALLREDUCE_MAX_BYTES": str(1 << 20)},
-                  rank_env=widths) as pool:
-        results = pool.run(w_loop_widths, timeout=300)
-    problems = [p for _, rank_problems in results for p in rank_problems]
-    assert not problems, "\n".join(problems[:20])
-    digests = [rank_digests for rank_digests, _ in results]
+    digests = _digests_of_ranks_with_own_kernels(world_size, widths, w_loop_widths)
     assert all(d == digests[0] for d in digests), "the ranks' results differ"
