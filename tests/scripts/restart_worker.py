@@ -28,7 +28,10 @@ if os.environ.get("OCCL_TEST_KILL") == "1" and attempt < last:
     large = torch.ones(1 << 24)
     if rank == random.Random(attempt).randrange(size):
         dist.all_reduce(large, async_op=True)
-        time.sleep(0.02)
+        # Long enough for the group's worker to start the op, far too short to finish it: three
+        # ranks take about 25 ms for 64 MiB here, and with a 20 ms wait the survivors once
+        # completed it and returned.
+        time.sleep(0.002)
         os.kill(os.getpid(), signal.SIGKILL)
     start = time.monotonic()
     try:
