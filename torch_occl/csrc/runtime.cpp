@@ -44,7 +44,7 @@ MeshRuntime::MeshRuntime(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     transport::Bootstrap bootstrap(store, rank, size, config.timeout);
     auto collective = bootstrap.connect_group({config.bind_address, "collective", send_buffer});
     auto shm = transport::connect_shared_memory(
-        bootstrap, {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes});
+        bootstrap, collective, {transport::transport_mode_from_env(), Tuning::get().shm_ring_bytes});
     auto p2p = bootstrap.connect_group({config.bind_address, "p2p", send_buffer});
     start(rank, size, {std::move(collective), std::move(p2p), std::move(shm)});
     bootstrap.finish();

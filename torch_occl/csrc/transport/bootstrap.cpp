@@ -117,6 +117,19 @@ Bootstrap::Bootstrap(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
       key_(AuthKey::from_env()),
       member_nonce_(random_nonce()) {}
 
+void Bootstrap::wait_readable(const Socket& socket) {
+  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, kMaxStorePoll)) {
+    pollfd fd{socket.fd(), POLLIN, 0};
+    const int wait_ms = std::min<int>(static_cast<int>(pause.count()), millis_until(deadline_));
+    if (::poll(&fd, 1, wait_ms) > 0) return;
+    check_watched();
+    if (pause == kMaxStorePoll) check_given_up();
+    if (Clock::now() >= deadline_) {
+      throw TransportError(TransportError::Kind::Timeout, "timed out receiving");
+    }
+  }
+}
+
 void Bootstrap::set(const std::string& name, const std::string& value) {
   store_->set(prefix_ + name, bytes_of(value));
 }
@@ -254,6 +267,10 @@ std::vector<Socket> Bootstrap::connect_links(const LinkOptions& options) {
   const Address own{advertised_host(options.bind_address), listener.port(),
                     static_cast<uint32_t>(::getpid()), hex(member_nonce_)};
   set(address_name(options.channel, rank_), own.record());
+  if (proven_pids_.empty()) {
+    proven_pids_.assign(static_cast<size_t>(size_), 0);
+    proven_pids_[rank_] = static_cast<uint32_t>(::getpid());
+  }
   for (int peer = 0; peer < rank_; ++peer) links[peer] = connect_member(peer, options);
   accept_members(listener, own.record(), options, links);
   if (options.loopback_send_buffer_bytes > 0) {
@@ -289,7 +306,12 @@ Socket Bootstrap::connect_member(int peer, const LinkOptions& options) {
     }
     std::this_thread::sleep_for(pause);
   }
-  if (attempt.socket.valid()) return std::move(attempt.socket);
+  if (attempt.socket.valid()) {
+    // The acceptor's proof covered this record (with a key); without one, the process checks
+    // it against itself (connect_shared_memory).
+    proven_pids_[peer] = parse_address(published).pid;
+    return std::move(attempt.socket);
+  }
   if (attempt.refused) {
     give_up(TransportError(TransportError::Kind::Protocol,
                            refusal_reason(*attempt.refused, peer, rank_)),
@@ -494,6 +516,7 @@ void Bootstrap::accept_members(const Socket& listener, const std::string& own_re
       joined_from[peer] = describe(c.socket, c.hello);
       set(joined_name(options.channel, rank_, peer),
           hex(c.hello.challenge) + " " + joined_from[peer]);
+      proven_pids_[peer] = c.hello.pid;
       links[peer] = std::move(c.socket);
       --missing;
     }

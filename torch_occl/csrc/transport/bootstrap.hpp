@@ -68,6 +68,16 @@ class Bootstrap {
   // links then watch over every later wait (so they must outlive the Bootstrap's use).
   std::vector<Socket> connect_group(const LinkOptions& options);
 
+  // The pid each rank stated in the handshakes of its links (this rank's own entry 0): as its
+  // Hello said and its entry in the store announced, for ranks that connected to this one; as
+  // its entry announced, for those this rank connected to (their proof covers the entry when
+  // the group holds a key). Set by the first connect_group.
+  const std::vector<uint32_t>& proven_pids() const { return proven_pids_; }
+  Deadline deadline() const { return deadline_; }
+  // Waits until `socket` (a link this bootstrap formed) has bytes to read, as wait() waits for
+  // a key: throws when the deadline passes, a linked rank is gone, or one gave up and said why.
+  void wait_readable(const Socket& socket);
+
   // Once every set of links is up (every rank of the group must call it).
   void finish();
 
@@ -117,6 +127,7 @@ class Bootstrap {
   Nonce secret_{};      // of this generation
   Nonce member_nonce_;  // published with this rank's addresses: the hello of this process
   std::vector<std::pair<int, int>> watched_;  // (rank, fd) of the first links
+  std::vector<uint32_t> proven_pids_;
 };
 
 }  // namespace occl::transport

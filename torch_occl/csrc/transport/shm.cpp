@@ -1,6 +1,7 @@
 #include "shm.hpp"
 
 #include "bootstrap.hpp"
+#include "handshake.hpp"
 #include "memfd.hpp"
 #include "peer_memory.hpp"
 
@@ -26,6 +27,9 @@ constexpr size_t kLine = 128;
 // Bytes a ring side copies before it publishes them: small enough that both sides of a large
 // message copy at once, large enough that publishing costs nothing next to the copy.
 constexpr size_t kSliceBytes = 64 * 1024;
+// The longest text a rank sends while the links set up shared memory (a host's identity, an
+// error message).
+constexpr uint32_t kMaxText = 64 * 1024;
 
 size_t round_up_pow2(size_t n) {
   size_t p = 4096;
@@ -193,53 +197,124 @@ TransportMode transport_mode_from_env() {
 
 namespace {
 
-// Whether this host's ranks may copy from and into each other's memory (peer_memory.hpp): each
-// tells the others its pid and probe address, reads every peer's probe, and says whether all
-// worked; all read every answer, so they agree. Without it (a pair cannot), why not.
-std::unique_ptr<PeerMemory> probe_peer_memory(Bootstrap& bootstrap,
-                                              const std::vector<int>& local_ranks,
-                                              std::string& why_not) {
+// Every rank in `peers` (this one among them) tells every other one `mine` over the group's
+// links; returns what each said, at its group rank. The texts are short: each send fits in the
+// socket's buffer, so sending to all before receiving from any cannot deadlock.
+std::vector<std::string> swap_texts(Bootstrap& bootstrap, const std::vector<Socket>& links,
+                                    const std::vector<int>& peers, const std::string& mine) {
   const int rank = bootstrap.rank();
-  auto key = [](const char* what, int r) {
-    return "shm/" + std::string(what) + "/" + std::to_string(r);
-  };
-  bootstrap.set(key("pid", rank),
-           std::to_string(::getpid()) + " " + std::to_string(PeerMemory::probe_address()));
-  std::vector<pid_t> pids(static_cast<size_t>(bootstrap.size()));
-  std::string failure;
-  for (int r : local_ranks) {
-    std::istringstream in(bootstrap.wait(key("pid", r)));
-    uint64_t address = 0;
-    in >> pids[r] >> address;
-    if (r != rank && failure.empty()) {
-      std::string why = PeerMemory::probe(pids[r], address);
-      if (!why.empty()) {
-        failure = "rank " + std::to_string(rank) + " cannot read rank " + std::to_string(r) +
-                  ": " + why;
+  const Deadline deadline = bootstrap.deadline();
+  const uint32_t length = static_cast<uint32_t>(mine.size());
+  for (int peer : peers) {
+    if (peer == rank) continue;
+    links[peer].send_all(&length, sizeof(length), deadline);
+    links[peer].send_all(mine.data(), mine.size(), deadline);
+  }
+  std::vector<std::string> theirs(links.size());
+  theirs[rank] = mine;
+  for (int peer : peers) {
+    if (peer == rank) continue;
+    try {
+      uint32_t bytes = 0;
+      bootstrap.wait_readable(links[peer]);
+      links[peer].recv_all(&bytes, sizeof(bytes), deadline);
+      if (bytes > kMaxText) {
+        throw TransportError(TransportError::Kind::Protocol,
+                             "a message of " + std::to_string(bytes) + " bytes");
       }
+      theirs[peer].resize(bytes);
+      links[peer].recv_all(theirs[peer].data(), bytes, deadline);
+    } catch (const TransportError& e) {
+      throw TransportError(e.kind(), "rank " + std::to_string(peer) +
+                                         " did not tell its shared-memory setup: " + e.what());
     }
   }
-  bootstrap.set(key("peer-memory", rank), failure);
-  for (size_t i = 0; i < local_ranks.size() && why_not.empty(); ++i) {
-    why_not = bootstrap.wait(key("peer-memory", local_ranks[i]));
+  return theirs;
+}
+
+// What a rank tells the others first: its pid, its probe's address and its host.
+struct Introduction {
+  uint32_t pid = 0;
+  uint64_t probe_address = 0;
+  std::string host;
+};
+
+std::string introduce() {
+  return std::to_string(::getpid()) + " " + std::to_string(PeerMemory::probe_address()) + " " +
+         host_identity();
+}
+
+Introduction parse_introduction(int peer, const std::string& text) {
+  std::istringstream in(text);
+  Introduction said;
+  in >> said.pid >> said.probe_address;
+  in.get();
+  std::getline(in, said.host);
+  if (!in && !in.eof()) {
+    throw TransportError(TransportError::Kind::Protocol,
+                         "rank " + std::to_string(peer) + " sent a malformed introduction");
   }
-  return why_not.empty() ? std::make_unique<PeerMemory>(std::move(pids)) : nullptr;
+  return said;
+}
+
+// Every rank's pid is the one it stated when its links formed (Bootstrap::proven_pids): the pid
+// that single copies and the region's fd lead to is never taken from the store, which anyone who
+// reaches it may write.
+void check_pids(const std::vector<Introduction>& introductions,
+                const std::vector<uint32_t>& proven) {
+  for (size_t r = 0; r < introductions.size(); ++r) {
+    if (introductions[r].pid == proven[r]) continue;
+    throw TransportError(
+        TransportError::Kind::Protocol,
+        "rank " + std::to_string(r) + "'s process is pid " +
+            std::to_string(introductions[r].pid) + ", but its entry in the store announced pid " +
+            std::to_string(proven[r]) + ": someone rewrote the store" + kImpostorHint);
+  }
+}
+
+// Whether this rank reads every other local rank's probe: empty, or why not.
+std::string probe_peers(int rank, const std::vector<int>& local_ranks,
+                        const std::vector<Introduction>& introductions) {
+  for (int r : local_ranks) {
+    if (r == rank) continue;
+    std::string why = PeerMemory::probe(introductions[r].pid, introductions[r].probe_address);
+    if (!why.empty()) {
+      return "rank " + std::to_string(rank) + " cannot read rank " + std::to_string(r) + ": " + why;
+    }
+  }
+  return "";
+}
+
+// The first of the local ranks' answers that is not empty, naming its rank.
+std::string first_failure(const std::vector<int>& local_ranks,
+                          const std::vector<std::string>& answers) {
+  for (int r : local_ranks) {
+    if (!answers[r].empty()) return "rank " + std::to_string(r) + ": " + answers[r];
+  }
+  return "";
 }
 
 }  // namespace
 
-SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options) {
+SharedMemory connect_shared_memory(Bootstrap& bootstrap, const std::vector<Socket>& links,
+                                   const ShmOptions& options) {
   const int rank = bootstrap.rank(), size = bootstrap.size();
   if (size == 1) return {nullptr, "a group of one"};
   if (options.mode == TransportMode::Tcp) return {nullptr, "OCCL_TRANSPORT=tcp"};
-  const std::string identity = host_identity();
-  bootstrap.set("shm/host/" + std::to_string(rank), identity);
+  std::vector<int> everyone(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) everyone[r] = r;
+  const auto texts = swap_texts(bootstrap, links, everyone, introduce());
+  std::vector<Introduction> introductions;
+  for (int r = 0; r < size; ++r) introductions.push_back(parse_introduction(r, texts[r]));
+  check_pids(introductions, bootstrap.proven_pids());
+
+  const std::string& identity = introductions[rank].host;
   std::vector<int> local_ranks;
   std::vector<int> remote_ranks;
   std::vector<std::string> identities;  // of each host, in the order of their lowest ranks
   std::vector<int> hosts(size);
   for (int r = 0; r < size; ++r) {
-    const std::string theirs = r == rank ? identity : bootstrap.wait("shm/host/" + std::to_string(r));
+    const std::string& theirs = introductions[r].host;
     hosts[r] = static_cast<int>(std::find(identities.begin(), identities.end(), theirs) -
                                 identities.begin());
     if (hosts[r] == static_cast<int>(identities.size())) identities.push_back(theirs);
@@ -254,58 +329,71 @@ SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& optio
   }
   if (local_ranks.size() < 2) return {nullptr, elsewhere, hosts};
 
-  // The lowest local rank creates the region; the others map it and say whether that worked. All
-  // of them read every answer, so they agree on using shared memory or not.
+  // The lowest local rank creates the region and tells the others its fd (or why it has none);
+  // they open it through /proc at the leader's proven pid, probe each other's memory, and say
+  // whether both worked. All of them read every answer, so they agree on using shared memory or
+  // not, and on single copies.
   const int leader = local_ranks.front();
   const size_t bytes = ShmLinks::region_bytes(static_cast<int>(local_ranks.size()), options.ring_bytes);
-  const std::string region_key = "shm/region/" + std::to_string(leader);
   Mapping mapping;
   int leader_fd = -1;
   std::string failure;
-  try {
-    if (rank == leader) {
+  if (rank == leader) {
+    try {
       leader_fd = create_memfd(bytes);
       mapping = map_memfd(leader_fd, bytes);
-      bootstrap.set(region_key, std::to_string(::getpid()) + " " + std::to_string(leader_fd));
-    } else {
-      std::istringstream where(bootstrap.wait(region_key));
-      long pid = 0;
-      int fd = -1;
-      where >> pid >> fd;
-      mapping = map_peer_memfd(static_cast<pid_t>(pid), fd, bytes);
-    }
-  } catch (const TransportError& e) {
-    failure = e.what();
-  }
-  bootstrap.set("shm/mapped/" + std::to_string(rank), failure);
-  std::string first_failure;
-  for (int r : local_ranks) {
-    std::string answer = bootstrap.wait("shm/mapped/" + std::to_string(r));
-    if (!answer.empty() && first_failure.empty()) {
-      first_failure = "rank " + std::to_string(r) + ": " + answer;
+    } catch (const TransportError& e) {
+      failure = e.what();
     }
   }
+  const auto fds = swap_texts(bootstrap, links, local_ranks,
+                              rank == leader && failure.empty() ? std::to_string(leader_fd) : "");
+  if (rank != leader) {
+    try {
+      if (fds[leader].empty()) {
+        throw TransportError(TransportError::Kind::System, "the leader could not create it");
+      }
+      mapping = map_peer_memfd(static_cast<pid_t>(introductions[leader].pid),
+                               std::stoi(fds[leader]), bytes);
+    } catch (const TransportError& e) {
+      failure = e.what();
+    } catch (const std::exception&) {
+      failure = "rank " + std::to_string(leader) + " sent a malformed fd";
+    }
+  }
+  const std::string cannot_read = probe_peers(rank, local_ranks, introductions);
+  const auto mapped = swap_texts(bootstrap, links, local_ranks, failure);
+  const auto read = swap_texts(bootstrap, links, local_ranks, cannot_read);
   if (leader_fd >= 0) ::close(leader_fd);  // every mapping holds the region from here on
-  if (!first_failure.empty()) {
+  const std::string mapping_failed = first_failure(local_ranks, mapped);
+  if (!mapping_failed.empty()) {
     unmap(mapping);
     if (options.mode == TransportMode::Shm) {
       throw TransportError(TransportError::Kind::System,
-                           "OCCL_TRANSPORT=shm, but shared memory failed on " + first_failure);
+                           "OCCL_TRANSPORT=shm, but shared memory failed on " + mapping_failed);
     }
-    return {nullptr, "no shared memory: " + first_failure, hosts};  // auto: TCP carries all
+    return {nullptr, "no shared memory: " + mapping_failed, hosts};  // auto: TCP carries all
   }
   std::string why_not_here;
-  auto memory = probe_peer_memory(bootstrap, local_ranks, why_not_here);
+  for (int r : local_ranks) {
+    if (why_not_here.empty()) why_not_here = read[r];
+  }
+  std::unique_ptr<PeerMemory> memory;
+  if (why_not_here.empty()) {
+    std::vector<pid_t> pids;
+    for (const Introduction& said : introductions) pids.push_back(static_cast<pid_t>(said.pid));
+    memory = std::make_unique<PeerMemory>(std::move(pids));
+  }
   std::string single_copies_off = why_not_here;
   if (!remote_ranks.empty()) {
     // The flat single-copy algorithms need every rank; the hierarchical ones use this host's.
     single_copies_off = elsewhere + (memory ? "; on within this host (broadcasts across hosts)"
                                             : "; off within this host too: " + why_not_here);
   }
-  auto links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
-                                          mapping.bytes, options.ring_bytes);
-  links->set_peer_memory(std::move(memory));
-  return {std::move(links), single_copies_off, hosts};
+  auto shm_links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
+                                              mapping.bytes, options.ring_bytes);
+  shm_links->set_peer_memory(std::move(memory));
+  return {std::move(shm_links), single_copies_off, hosts};
 }
 
 }  // namespace occl::transport

@@ -179,8 +179,11 @@ struct SharedMemory {
 };
 
 // Finds the ranks that share this rank's host (same kernel boot, user, and network and pid
-// namespaces) and maps a region with them. Every rank of the group must call it; its store keys
-// are the bootstrap's.
-SharedMemory connect_shared_memory(Bootstrap& bootstrap, const ShmOptions& options);
+// namespaces) and maps a region with them. Every rank of the group must call it, with the links
+// `bootstrap` formed first (`links[r]` to rank r). What leads a rank to another process's memory
+// (pids, probe addresses, the region's fd) travels on those links, never through the store,
+// and every pid is the one its rank stated in its handshake.
+SharedMemory connect_shared_memory(Bootstrap& bootstrap, const std::vector<Socket>& links,
+                                   const ShmOptions& options);
 
 }  // namespace occl::transport
