@@ -20,7 +20,7 @@ import pytest
 import torch.distributed as dist
 
 from dist_harness import occl_only
-from rank_processes import KEYS, start_rank, stop, succeeded
+from rank_processes import KEYS, failure, start_rank, stop, succeeded
 
 pytestmark = occl_only("occl's bootstrap")
 
@@ -63,3 +63,25 @@ def test_a_store_writer_cannot_redirect_copies_between_ranks(keyed):
         thread.join(timeout=10)
         stop(procs)
     assert not published, f"the store held what leads to a rank's memory: {published}"
+
+
+def test_a_rank_whose_store_entry_names_another_pid_fails_formation_by_name():
+    """Without a key, a writer rewrites the pid in rank 0's address entry before the others read
+    it: ranks 1 and 2 connect to the real rank 0, whose process then states its own pid over the
+    link. Those two name the mismatch, and rank 0 fails too, since they leave."""
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=60))
+    procs = [start_rank(0, 3, store, "auto")]
+    try:
+        address = KEYS + "collective/address/0"
+        store.wait([address])
+        host, port, pid, nonce = store.get(address).decode().split()
+        store.set(address, f"{host} {port} {int(pid) + 1} {nonce}")
+        procs += [start_rank(r, 3, store, "auto") for r in (1, 2)]
+        for rank, proc in enumerate(procs):
+            _, _, message = failure(rank, proc)
+            if rank > 0:
+                assert (f"rank 0's process is pid {pid}, but its entry in the store announced "
+                        f"pid {int(pid) + 1}: someone rewrote the store") in message, message
+    finally:
+        stop(procs)
