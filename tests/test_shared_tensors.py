@@ -4,7 +4,7 @@ They come from torch_occl.shared_empty, whose tensors lie in memfds every other 
 (torch_occl/_shared.py, torch_occl/csrc/transport/shared_segments.hpp), or from the backend's
 allocate_tensor (what FSDP2 asks for its buffers), whose pooled segments a peer maps the first
 time a copy meets them (transport/segment_pool.hpp). occl's single-copy collectives then copy
-with memcpy through the mappings instead of with process_vm_readv/writev. Each result is checked
+with memcpy through the mappings instead of with process_vm_readv. Each result is checked
 against values computed in Python, and `_bytes_through_shared_segments` tells, op by op, how many
 bytes took the mappings.
 """
@@ -28,7 +28,6 @@ pytestmark = occl_only("torch_occl.shared_empty")
 # Elements per rank: 1 MiB of float32, above the single-copy threshold (256 KiB).
 COUNT = 1 << 18
 BYTES = COUNT * 4
-PAGE = 4096
 # Bytes of the tensor in front of the broadcast's view, so that the view starts inside a segment.
 VIEW_OFFSET = 1024
 
@@ -46,17 +45,16 @@ def _occl_mappings() -> int:
 
 def _expected_bytes(rank: int, n: int) -> dict:
     """What each op moves through this rank's mappings when every tensor is shared."""
-    pushed = BYTES // n // PAGE * PAGE  # broadcast: the root writes this much into each receiver
     peers = n - 1
     # The reductions' segments: [COUNT * r / n, COUNT * (r + 1) / n), rounded down.
     segment = (COUNT * (rank + 1) // n - COUNT * rank // n) * 4
     return {
-        "broadcast": peers * pushed if rank == n - 1 else BYTES - pushed,
-        # all_reduce: this rank's segment, read from and written into each peer (summed below).
-        "all_reduce": None,
-        # reduce to rank n - 1: this rank's segment, read from each peer, then written into the
-        # root unless this is the root.
-        "reduce": peers * segment + (segment if rank != n - 1 else 0),
+        "broadcast": 0 if rank == n - 1 else BYTES,  # each receiver reads the root's tensor
+        # all_reduce: this rank's segment, read from each peer, then the peers' reduced segments.
+        "all_reduce": peers * segment + BYTES - segment,
+        # reduce to rank n - 1: this rank's segment, read from each peer (the root then copies the
+        # others' reduced segments out of ordinary buffers, which no rank maps).
+        "reduce": peers * segment,
         "all_gather_into_tensor": peers * BYTES,
         "reduce_scatter_tensor": peers * BYTES,
         "all_to_all_single": peers * BYTES,
@@ -140,14 +138,12 @@ def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size, sou
             for op, expected in _expected_bytes(rank, world_size).items():
                 if expected is not None:
                     assert results[op][0] == expected, (op, rank)
-        # all_reduce: each rank reads its segment from every peer and writes it back.
-        assert sum(r["all_reduce"][0] for r in shared) == 2 * (world_size - 1) * BYTES
 
         for results in pool.run(_run_collectives, False, source):
             assert results == {op: (0, True) for op in results}
 
-        # Only rank 0's tensors are shared: the others copy from and into them through their
-        # mappings; rank 0 copies from and into theirs through the kernel.
+        # Only rank 0's tensors are shared: the others copy from them through their mappings;
+        # rank 0 copies from theirs through the kernel.
         only_rank_0 = pool.run(_run_collectives, "rank 0", source)
         assert all(right for results in only_rank_0 for _, right in results.values())
         assert all(moved == 0 for moved, _ in only_rank_0[0].values())
@@ -157,12 +153,12 @@ def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size, sou
 
 
 def _broadcast_of_unequal_views(rank, world_size):
-    """Rank 0 broadcasts 2 MiB, rank 1 receives 1 MiB, both views of shared tensors: sizes the
+    """Rank 0 broadcasts 1 MiB, rank 1 receives 2 MiB, both views of shared tensors: sizes the
     ranks would never agree on with the op signatures checked."""
     import torch_occl
 
     tensor = torch_occl.shared_empty(2 * COUNT)
-    view = tensor if rank == 0 else tensor[:COUNT]
+    view = tensor[:COUNT] if rank == 0 else tensor
     try:
         dist.broadcast(view, src=0)
     except Exception as error:  # the group is broken from here on: no more collectives
@@ -170,14 +166,14 @@ def _broadcast_of_unequal_views(rank, world_size):
     return None
 
 
-def test_a_copy_past_a_peers_buffer_fails_instead_of_writing_past_it():
-    # Without the check, rank 0 would write its second MiB past rank 1's view, into the rest of
-    # rank 1's segment, and nothing would fail.
+def test_a_copy_past_a_peers_buffer_fails_instead_of_reading_past_it():
+    # Without the check, rank 1 would read a second MiB past rank 0's view, out of the rest of
+    # rank 0's segment, and nothing would fail.
     with DistPool(2, "occl", env={"OCCL_CHECK_SIGNATURES": "0"}, group_timeout=3) as pool:
         root, receiver = pool.run(_broadcast_of_unequal_views)
-    assert f"a copy of {BYTES} bytes at offset {BYTES} runs past rank 1's buffer of {BYTES} " \
-        "bytes" in root
-    assert receiver is not None  # it fails too (the root never reaches the closing barrier)
+    assert f"a copy of {2 * BYTES} bytes at offset 0 runs past rank 0's buffer of {BYTES} " \
+        "bytes" in receiver
+    assert root is not None  # it fails too (the receiver never reaches the closing barrier)
 
 
 def _mappings_while_allocated(rank, world_size):

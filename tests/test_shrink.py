@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -105,6 +106,25 @@ def test_shrink_abort_fails_the_groups_pending_ops_at_once(tmp_path):
         assert (report["size"], report["world"]) == (3, WORLD), report
         assert report["sum"] == sum(worker.contribution(r) for r in range(3)).tolist()
     assert results[3]["regions_after"] == 0
+
+
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+def test_a_rank_that_resumes_after_the_others_shrank_fails_and_leaves_their_memory_alone(
+        transport, tmp_path):
+    results = run_ranks("resumed", transport, store_file=str(tmp_path / "store"))
+    for rank in range(WORLD - 1):
+        report = results[rank]
+        assert report["failure"] != "returned", f"rank {rank}: returned without rank 3"
+        assert report["touched"] == 0, f"rank {rank}: the resumed rank wrote into its buffer"
+        assert report["wrong_after_all_reduce"] == 0, report
+    stopped = results[WORLD - 1]
+    assert stopped["error"] != "returned", "the resumed rank's all_reduce returned"
+    # Its op fails naming a survivor: one that gave up on the group (the given-up word over
+    # shared memory, or a survivor's report), closed its links, or was waiting too when the
+    # resumed rank's own deadline, long past, fired first.
+    assert re.match(r"occl\.allreduce #\d+ in group .*rank [012] "
+                    r"(gave up|closed the connection|was waiting too)", stopped["error"]), \
+        stopped["error"]
 
 
 def test_ddp_goes_on_after_a_rank_dies_and_matches_the_survivors_reference():

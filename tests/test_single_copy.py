@@ -1,6 +1,6 @@
 """When ranks copy straight out of each other's tensors, and when they must not.
 
-Ranks on one host run the single-copy algorithms for large messages (process_vm_readv/writev,
+Ranks on one host run the single-copy algorithms for large messages (process_vm_readv,
 torch_occl/csrc/transport/peer_memory.hpp) only when every rank may read every other's memory:
 each group probes every pair when it forms. Their results are checked case by case in
 test_collectives (forced single-copy algorithms) and test_extended_ops (alltoall); this file checks

@@ -10,6 +10,9 @@ Scenarios:
 - `abort`: every rank is alive; ranks 0..n-2 start an all_reduce on a group of all ranks that the
   last rank never calls, then shrink that group with SHRINK_ABORT, which fails the all_reduce at
   once. The default group stays.
+- `resumed`: the last rank stops itself (SIGSTOP) in a 32 MiB all_reduce of a group with a 3 s
+  timeout; the survivors time out, shrink that group, refill the buffer (as a DDP bucket is) with
+  7.0 and go on; then rank 0 resumes the stopped rank, which must fail without touching them.
 - `ddp`: DDP trains STEPS steps of a small model; the last rank is killed in the backward of step
   KILL_STEP; the survivors shrink and train that step and the rest on the shrunk group.
 """
@@ -123,6 +126,47 @@ def abort(store: dist.Store, report: dict) -> None:
         store.set("abort/done", "1")
 
 
+def resumed(store: dist.Store, report: dict) -> None:
+    everyone = dist.new_group(timeout=datetime.timedelta(seconds=3))
+    me, last = dist.get_rank(), dist.get_world_size() - 1
+    store.set(f"resumed/pid{me}", str(os.getpid()))
+    buffer = torch.ones(LARGE // 4)  # 32 MiB, kept as a DDP bucket is
+    dist.barrier(group=everyone)
+    if me == last:
+        work = dist.all_reduce(buffer, group=everyone, async_op=True)
+        time.sleep(0.002)
+        os.kill(os.getpid(), signal.SIGSTOP)  # the op's thread stops with the rest
+        start = time.monotonic()
+        try:
+            work.wait()
+            report["error"] = "returned"
+        except RuntimeError as e:
+            report["error"] = " ".join(str(e).split())[:600]
+        report["seconds_after_resume"] = time.monotonic() - start
+        store.set("resumed/reported", "1")
+        return
+    failure = failed_all_reduce_of(buffer, everyone)
+    shrunk = dist.shrink_group([last], group=everyone)
+    buffer.fill_(7.0)
+    dist.barrier(group=shrunk)
+    if me == 0:
+        os.kill(int(store.get(f"resumed/pid{last}")), signal.SIGCONT)
+    store.wait(["resumed/reported"], TIMEOUT)
+    time.sleep(0.2)
+    report["failure"] = failure
+    report["touched"] = int((buffer != 7.0).sum())
+    dist.all_reduce(buffer, group=shrunk)
+    report["wrong_after_all_reduce"] = int((buffer != 7.0 * last).sum())
+
+
+def failed_all_reduce_of(buffer: torch.Tensor, group) -> str:
+    try:
+        dist.all_reduce(buffer, group=group)
+    except RuntimeError as e:
+        return " ".join(str(e).split())[:300]
+    return "returned"
+
+
 def ddp(store: dist.Store, report: dict) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -168,6 +212,8 @@ def main() -> None:
         killed(store, report, 2)
     elif scenario == "abort":
         abort(store, report)
+    elif scenario == "resumed":
+        resumed(store, report)
     elif scenario == "ddp":
         ddp(store, report)
     dist.destroy_process_group()

@@ -155,6 +155,7 @@ size_t MeshRuntime::deferred_async_max_bytes() const {
 void MeshRuntime::close() {
   {
     std::lock_guard<std::mutex> lock(mesh_mutex_);
+    if (mesh_) mesh_->give_up();
     mesh_.reset();
   }
   p2p_->close();
@@ -169,10 +170,19 @@ void MeshRuntime::abort() {
 }
 
 std::string MeshRuntime::gave_up(const std::string& failure, const kit::LinkError& error) {
+  mesh_->give_up();  // before the op's error lets the caller reuse its buffers
   if (error.kind() == transport::TransportError::Kind::Aborted) return failure;
-  p2p_->announce_failure(failure, transport::Clock::now() + kReportFlush);
-  if (error.kind() != transport::TransportError::Kind::Timeout) return failure;
   std::string text = failure;
+  if (error.kind() == transport::TransportError::Kind::PeerClosed) {
+    // A rank gave up on the group before its report of why arrived (it gives up first): the
+    // report names the cause.
+    for (const auto& [peer, report] :
+         mesh_->reports_from(error.awaited(), transport::Clock::now() + kPeerReportGrace)) {
+      text += "; rank " + std::to_string(peer) + " reported: " + report;
+    }
+  }
+  p2p_->announce_failure(text, transport::Clock::now() + kReportFlush);
+  if (error.kind() != transport::TransportError::Kind::Timeout) return text;
   for (const auto& [peer, report] :
        mesh_->reports_from(error.awaited(), transport::Clock::now() + kPeerReportGrace)) {
     text += "; rank " + std::to_string(peer) + " was waiting too: " + report;

@@ -45,8 +45,9 @@ class MeshRuntime final : public Runtime {
   // allreduce, the flat broadcast), carry their records in it (Mesh::carry_records).
   bool carries_signatures() const override { return true; }
   size_t deferred_async_max_bytes() const override;
-  // Tells the other ranks that this one gave up, unless it did so because of one of them (or
-  // of abort()): each knows already. After a timeout, adds what the awaited ranks reported.
+  // Tells the other ranks that this one gave up, unless it did so because of abort(). After a
+  // timeout, or after a rank gave up on the group before saying why, adds what the awaited ranks
+  // reported.
   std::string gave_up(const std::string& failure, const kit::LinkError& error) override;
   // The collective links (sockets and the shared-memory region) go at once: Python may keep the
   // backend object alive long after destroy_process_group().

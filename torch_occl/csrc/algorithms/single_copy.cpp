@@ -53,23 +53,18 @@ std::vector<int> peers_from(const Ring& members) {
 std::vector<int> peers_from(const Mesh& mesh) { return peers_from(Ring::whole(mesh)); }
 
 // Reduces this rank's segment (`count` elements from element `first`) of every rank's `inputs`
-// and of its own `input` into `output` (nullptr: kept only while it is written to `write_to`),
-// in pieces of Tuning::pipeline_chunk_bytes, folded in rank order so that the bits do not
-// depend on r. A peer's piece is read where this rank maps it (shared_empty tensors), or else
-// first copied into a small staging buffer that stays in cache.
-// `write_to`: peers into whose buffers each reduced piece is also written, while it is in cache
-// (the same place in theirs as in `inputs`). Only this rank reads or writes segment r of a
-// peer's buffer, and it reads each piece before it writes it, so no peer has to wait for
-// another.
+// and of its own `input` into `output`, in pieces of Tuning::pipeline_chunk_bytes, folded in rank
+// order so that the bits do not depend on r. A peer's piece is read where this rank maps it
+// (shared_empty tensors), or else first copied into a small staging buffer that stays in cache.
+// Only this rank reads segment r of a peer's buffer, so no peer has to wait for another.
 void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const char* input,
-                        char* output, size_t first, size_t count, Reduction reduction,
-                        const std::vector<int>& write_to) {
+                        char* output, size_t first, size_t count, Reduction reduction) {
   const int n = mesh.size();
   const int r = mesh.rank();
   const size_t element = kernels::element_size(reduction.dtype);
-  const size_t chunk = std::max<size_t>(1, Tuning::get().pipeline_chunk_bytes / element);
-  // A slot per rank, and one for a reduced piece that has no place in `output`.
-  std::unique_ptr<char[]> staging(new char[chunk * element * (n + 1)]);
+  const size_t chunk = std::max<size_t>(
+      1, std::min(Tuning::get().pipeline_chunk_bytes, PeerMemory::kPieceBytes) / element);
+  std::unique_ptr<char[]> staging(new char[chunk * element * n]);  // a slot per rank
   std::vector<const void*> sources(n);
   const std::vector<int> peers = peers_from(mesh);
   for (size_t done = 0; done < count; done += chunk) {
@@ -86,11 +81,8 @@ void reduce_own_segment(Mesh& mesh, const std::vector<PeerBuffer>& inputs, const
       sources[peer] = slot;
     }
     sources[r] = input + offset;
-    char* reduced = output ? output + done * element : staging.get() + chunk * element * n;
-    kernels::reduce(reduced, sources.data(), n, bytes / element, reduction.dtype, reduction.op);
-    for (int peer : write_to) {
-      inputs[peer].write(offset, reduced, bytes);
-    }
+    kernels::reduce(output + done * element, sources.data(), n, bytes / element, reduction.dtype,
+                    reduction.op);
   }
 }
 
@@ -120,31 +112,48 @@ bool applies(const Mesh& mesh, size_t bytes) {
   return mesh.peer_memory() != nullptr && bytes >= Tuning::get().single_copy_min_bytes;
 }
 
+// Every rank only ever reads its peers' buffers (peer_memory.hpp says why): each reduces its
+// segment where it lies in its own buffer, and then copies the others' reduced segments out of
+// theirs.
 void allreduce(Mesh& mesh, char* data, size_t count, Reduction reduction, Deadline deadline) {
   const size_t element = kernels::element_size(reduction.dtype);
   const Segments segments = Segments::even(count, mesh.size());
   const int r = mesh.rank();
   const auto buffers = share(mesh, data, count * element, deadline);
   reduce_own_segment(mesh, buffers, data, data + segments.begin(r) * element, segments.begin(r),
-                     segments.count(r), reduction, /*write_to=*/peers_from(mesh));
+                     segments.count(r), reduction);
+  barrier(mesh, deadline);  // every segment is reduced
+  gather_segments(mesh, buffers, data, segments, element);
   barrier(mesh, deadline);
 }
 
 void reduce(Mesh& mesh, char* data, size_t count, Reduction reduction, int root,
             Deadline deadline) {
-  // allreduce's, writing the reduced segments to the root only: the others keep nothing.
+  // allreduce's, with the others' segments reduced into a buffer of their own (their inputs stay
+  // as they were), which the root then copies out of.
   const size_t element = kernels::element_size(reduction.dtype);
   const Segments segments = Segments::even(count, mesh.size());
   const int r = mesh.rank();
   const auto buffers = share(mesh, data, count * element, deadline);
+  // Where a rank other than the root keeps its reduced segment until the root copied it.
+  std::unique_ptr<char[]> reduced(r == root ? nullptr : new char[segments.count(r) * element]);
+  reduce_own_segment(mesh, buffers, data,
+                     r == root ? data + segments.begin(r) * element : reduced.get(),
+                     segments.begin(r), segments.count(r), reduction);
   if (r == root) {
-    reduce_own_segment(mesh, buffers, data, data + segments.begin(r) * element, segments.begin(r),
-                       segments.count(r), reduction, /*write_to=*/{});
+    std::vector<Region> theirs(mesh.size());
+    std::vector<transport::RecvOp> told;
+    for (int peer : peers_from(mesh)) told.push_back({peer, &theirs[peer], sizeof(Region)});
+    mesh.exchange({}, told, deadline);
+    for (int peer : peers_from(mesh)) {
+      PeerBuffer(mesh.peer_memory(), peer, theirs[peer])
+          .read(0, data + segments.begin(peer) * element, segments.count(peer) * element);
+    }
   } else {
-    reduce_own_segment(mesh, buffers, data, /*output=*/nullptr, segments.begin(r),
-                       segments.count(r), reduction, /*write_to=*/{root});
+    const Region mine = region_of(reduced.get(), segments.count(r) * element);
+    mesh.exchange({{root, &mine, sizeof(Region)}}, {}, deadline);
   }
-  barrier(mesh, deadline);
+  barrier(mesh, deadline);  // the root copied every reduced segment
 }
 
 void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count,
@@ -152,7 +161,7 @@ void reduce_scatter(Mesh& mesh, const ReduceBuffers& buffers, size_t block_count
   const size_t element = kernels::element_size(reduction.dtype);
   const auto inputs = share(mesh, buffers.input, block_count * element * mesh.size(), deadline);
   reduce_own_segment(mesh, inputs, buffers.input, buffers.output, block_count * mesh.rank(),
-                     block_count, reduction, /*write_to=*/{});
+                     block_count, reduction);
   barrier(mesh, deadline);
 }
 
@@ -168,8 +177,7 @@ void reduce_scatter_list(Mesh& mesh, const std::vector<const char*>& blocks, cha
   for (int peer : peers_from(mesh)) {
     inputs[peer] = PeerBuffer(mesh.peer_memory(), peer, regions[peer]);
   }
-  reduce_own_segment(mesh, inputs, blocks[mesh.rank()], output, 0, block_count, reduction,
-                     /*write_to=*/{});
+  reduce_own_segment(mesh, inputs, blocks[mesh.rank()], output, 0, block_count, reduction);
   barrier(mesh, deadline);
 }
 
@@ -180,20 +188,8 @@ void allgather(Mesh& mesh, char* data, size_t block_bytes, Deadline deadline) {
 }
 
 void broadcast(Mesh& mesh, char* data, size_t bytes, int root, Deadline deadline) {
-  // The root is not idle while the others copy: it writes the last 1/n of the data into every
-  // receiver (whole pages), and each receiver reads the rest. Each rank then copies about
-  // (n-1)/n of the bytes, instead of every receiver copying all of them.
-  constexpr size_t kPage = 4096;
-  const size_t pushed = bytes / mesh.size() / kPage * kPage;
-  const size_t pulled = bytes - pushed;
   const auto buffers = share(mesh, data, bytes, deadline);
-  if (mesh.rank() == root) {
-    for (int peer : peers_from(mesh)) {
-      buffers[peer].write(pulled, data + pulled, pushed);
-    }
-  } else {
-    buffers[root].read(0, data, pulled);
-  }
+  if (mesh.rank() != root) buffers[root].read(0, data, bytes);
   barrier(mesh, deadline);
 }
 

@@ -2,8 +2,8 @@
 // memory (Mesh::peer_memory(): one host, cross-memory attach permitted).
 //
 // The ranks first swap the addresses of their buffers through the mesh. Each then copies what it
-// needs directly out of (or into) the others' buffers: one kernel copy per byte, where a ring
-// through shared memory takes two. A buffer in a segment the ranks allocated together
+// needs directly out of the others' buffers (never into them: peer_memory.hpp says why): one
+// kernel copy per byte, where a ring through shared memory takes two. A buffer in a segment the ranks allocated together
 // (torch_occl.shared_empty, transport/shared_segments.hpp) is copied with memcpy through this
 // rank's mapping of it instead, which is faster still. A closing barrier keeps every buffer alive
 // and unchanged until the last peer is done with it.

@@ -41,7 +41,7 @@ int create_memfd(size_t bytes) {
   return fd;
 }
 
-Mapping map_memfd(int fd, size_t bytes) {
+Mapping map_memfd(int fd, size_t bytes, Access access) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw_system("fstat on a shared-memory region");
   if (static_cast<size_t>(st.st_size) != bytes) {
@@ -49,17 +49,18 @@ Mapping map_memfd(int fd, size_t bytes) {
                          "a shared-memory region has " + std::to_string(st.st_size) +
                              " bytes, expected " + std::to_string(bytes));
   }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int protection = access == Access::ReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
+  void* base = ::mmap(nullptr, bytes, protection, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) throw_system("mmap of a shared-memory region");
   return {base, bytes};
 }
 
-Mapping map_peer_memfd(pid_t pid, int fd, size_t bytes) {
+Mapping map_peer_memfd(pid_t pid, int fd, size_t bytes, Access access) {
   std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  int own = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  int own = ::open(path.c_str(), (access == Access::ReadOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (own < 0) throw_system("opening " + path);
   try {
-    Mapping m = map_memfd(own, bytes);
+    Mapping m = map_memfd(own, bytes, access);
     ::close(own);
     return m;
   } catch (...) {

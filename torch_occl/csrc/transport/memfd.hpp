@@ -15,12 +15,16 @@ struct Mapping {
   size_t bytes = 0;
 };
 
+// How a process maps a memfd: a peer's tensors are only ever read here (so that a rank its group
+// gave up on cannot write into them, see peer_memory.hpp); rings are written by both ends.
+enum class Access { ReadWrite, ReadOnly };
+
 // A new memfd of `bytes`. Throws TransportError (System).
 int create_memfd(size_t bytes);
 // Maps `fd`, which must hold exactly `bytes`. Throws TransportError.
-Mapping map_memfd(int fd, size_t bytes);
+Mapping map_memfd(int fd, size_t bytes, Access access = Access::ReadWrite);
 // Maps fd `fd` of process `pid`. Throws TransportError.
-Mapping map_peer_memfd(pid_t pid, int fd, size_t bytes);
+Mapping map_peer_memfd(pid_t pid, int fd, size_t bytes, Access access);
 void unmap(const Mapping& mapping);
 
 // Ranks with equal identities can map each other's memfds through /proc/<pid>/fd: same kernel

@@ -184,10 +184,15 @@ void Mesh::abort(const std::string& cause) {
     std::lock_guard<std::mutex> lock(failure_mutex_);
     if (abort_cause_.empty()) abort_cause_ = cause;
   }
+  give_up();
   aborted_ = true;
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(abort_fd_, &one, sizeof(one));
   if (shm_) shm_->own_doorbell().ring();
+}
+
+void Mesh::give_up() {
+  if (shm_) shm_->give_up();
 }
 
 void Mesh::peer_gave_up(int peer, const std::string& report) {

@@ -116,8 +116,13 @@ class Mesh {
   std::string describe() const;
 
   // Makes any current and future exchange throw TransportError::Kind::Aborted with `cause` (the
-  // first cause given wins). Thread-safe.
+  // first cause given wins), and gives up on the group. Thread-safe.
   void abort(const std::string& cause = "the communicator was aborted");
+  // This rank is done with the group, whether an op failed or it shuts down: from now on no
+  // rank of its host reads another's memory through the group (ShmLinks::give_up), so that one
+  // that is late or was stopped and resumes fails instead of reading buffers the others reuse.
+  // Thread-safe.
+  void give_up();
 
   // `peer` gave up on one of the group's collectives, for the reason `report`: aborts the mesh
   // with "rank P gave up: <report>". Thread-safe.

@@ -2,6 +2,7 @@
 
 #include "socket.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -32,20 +33,20 @@ PeerBuffer::PeerBuffer(const PeerMemory* memory, int peer, const Region& region)
 void PeerBuffer::read(uint64_t offset, void* local, size_t bytes) const {
   check_within(offset, bytes);
   if (!mapping_) return memory_->read(peer_, region_.address + offset, local, bytes);
-  std::memcpy(local, mapped(offset), bytes);
-  count_bytes_through_segments(bytes);
-}
-
-void PeerBuffer::write(uint64_t offset, const void* local, size_t bytes) const {
-  check_within(offset, bytes);
-  if (!mapping_) return memory_->write(peer_, region_.address + offset, local, bytes);
-  std::memcpy(mapped(offset), local, bytes);
+  char* into = static_cast<char*>(local);
+  for (size_t done = 0, piece; done < bytes; done += piece) {
+    memory_->check_not_given_up();
+    piece = std::min(PeerMemory::kPieceBytes, bytes - done);
+    std::memcpy(into + done, mapped(offset + done), piece);
+  }
   count_bytes_through_segments(bytes);
 }
 
 const char* PeerBuffer::mapped_for_reading(uint64_t offset, size_t bytes) const {
   check_within(offset, bytes);
-  return mapping_ ? mapped(offset) : nullptr;
+  if (!mapping_) return nullptr;
+  memory_->check_not_given_up();
+  return mapped(offset);
 }
 
 // The ranks agreed on the sizes (Mesh::agree, or a message's header), unless told not to check:
@@ -59,8 +60,8 @@ void PeerBuffer::check_within(uint64_t offset, size_t bytes) const {
                            "'s buffer of " + std::to_string(region_.bytes) + " bytes");
 }
 
-char* PeerBuffer::mapped(uint64_t offset) const {
-  return static_cast<char*>(mapping_->base) + region_.offset + offset;
+const char* PeerBuffer::mapped(uint64_t offset) const {
+  return static_cast<const char*>(mapping_->base) + region_.offset + offset;
 }
 
 }  // namespace occl::transport

@@ -1,6 +1,8 @@
-// A buffer in another rank's memory, as the single-copy algorithms and lent messages reach it:
-// through this rank's mapping of the peer's shared segment (shared_segments.hpp) with memcpy
-// when the buffer lies in one (a pooled segment is mapped here on first use), otherwise with the kernel's cross-memory copy (peer_memory.hpp).
+// A buffer in another rank's memory, as the single-copy algorithms and lent messages read it:
+// through this rank's read-only mapping of the peer's shared segment (shared_segments.hpp) with
+// memcpy when the buffer lies in one (a pooled segment is mapped here on first use), otherwise
+// with the kernel's cross-memory copy (peer_memory.hpp). Either way in pieces, each after a look
+// at the group's given-up word.
 // The path is chosen per buffer, so buffers of both kinds can meet in one collective.
 #pragma once
 
@@ -37,17 +39,17 @@ class PeerBuffer {
   // `memory` reaches rank `peer` by cross-memory copy; it must outlive this buffer.
   PeerBuffer(const PeerMemory* memory, int peer, const Region& region);
 
-  // Copy `bytes` at `offset` in the peer's buffer to `local`, or the other way. Throw
-  // TransportError: Protocol when the copy runs past the buffer, or as PeerMemory does.
+  // Copy `bytes` at `offset` in the peer's buffer to `local`. Throws TransportError: Protocol
+  // when the copy runs past the buffer, or as PeerMemory::read does.
   void read(uint64_t offset, void* local, size_t bytes) const;
-  void write(uint64_t offset, const void* local, size_t bytes) const;
-  // The `bytes` at `offset` where this process maps them, to be read in place; nullptr when the
-  // buffer lies in no segment this process maps. Throws as read() does past the buffer.
+  // The `bytes` at `offset` where this process maps them, to be read in place (at most
+  // PeerMemory::kPieceBytes at a time); nullptr when the buffer lies in no segment this process
+  // maps. Throws as read() does.
   const char* mapped_for_reading(uint64_t offset, size_t bytes) const;
 
  private:
   void check_within(uint64_t offset, size_t bytes) const;
-  char* mapped(uint64_t offset) const;
+  const char* mapped(uint64_t offset) const;
 
   const PeerMemory* memory_ = nullptr;
   int peer_ = -1;

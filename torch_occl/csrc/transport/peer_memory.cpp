@@ -4,6 +4,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -12,15 +13,18 @@ namespace {
 
 constexpr char kProbe[16] = "occl peer probe";
 
-// process_vm_readv/writev may move fewer bytes than asked (the kernel stops at a fault or after
-// a partial page run): loop until all are moved.
-template <typename Syscall>
-void copy_all(Syscall syscall, int peer, pid_t pid, uint64_t remote, char* local, size_t bytes,
-              const char* direction) {
+}  // namespace
+
+// process_vm_readv may move fewer bytes than asked (the kernel stops at a fault or after a
+// partial page run): loop until all are moved.
+void PeerMemory::read(int peer, uint64_t remote, void* local, size_t bytes) const {
+  const pid_t pid = pids_.at(peer);
+  char* into = static_cast<char*>(local);
   while (bytes > 0) {
-    iovec mine{local, bytes};
-    iovec theirs{reinterpret_cast<void*>(remote), bytes};
-    ssize_t n = syscall(pid, &mine, 1, &theirs, 1, 0);
+    check_not_given_up();
+    iovec mine{into, std::min(bytes, kPieceBytes)};
+    iovec theirs{reinterpret_cast<void*>(remote), mine.iov_len};
+    ssize_t n = ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
     if (n <= 0) {
       int err = n < 0 ? errno : EFAULT;
       if (err == EINTR) continue;
@@ -29,27 +33,24 @@ void copy_all(Syscall syscall, int peer, pid_t pid, uint64_t remote, char* local
                              "rank " + std::to_string(peer) +
                                  " closed the connection (its process is gone)");
       }
-      throw_system(std::string(direction) + " the memory of rank " + std::to_string(peer) +
-                       " (pid " + std::to_string(pid) + ")",
+      throw_system("reading the memory of rank " + std::to_string(peer) + " (pid " +
+                       std::to_string(pid) + ")",
                    err);
     }
-    local += n;
+    into += n;
     remote += static_cast<uint64_t>(n);
     bytes -= static_cast<size_t>(n);
   }
 }
 
-}  // namespace
-
-void PeerMemory::read(int peer, uint64_t remote, void* local, size_t bytes) const {
-  copy_all(::process_vm_readv, peer, pids_.at(peer), remote, static_cast<char*>(local), bytes,
-           "reading");
-}
-
-void PeerMemory::write(int peer, uint64_t remote, const void* local, size_t bytes) const {
-  // process_vm_writev takes the local side as a non-const iovec; it only reads it.
-  copy_all(::process_vm_writev, peer, pids_.at(peer), remote,
-           const_cast<char*>(static_cast<const char*>(local)), bytes, "writing");
+void PeerMemory::check_not_given_up() const {
+  const uint32_t by = given_up_->load(std::memory_order_acquire);
+  if (by == 0) return;
+  throw TransportError(TransportError::Kind::PeerClosed,
+                       "rank " + std::to_string(by - 1) +
+                           " gave up on the group (an op of it failed, or it was aborted or shut "
+                           "down): its ranks no longer read each other's memory",
+                       {static_cast<int>(by) - 1});
 }
 
 uint64_t PeerMemory::probe_address() { return reinterpret_cast<uint64_t>(kProbe); }

@@ -92,7 +92,7 @@ SharedAllocation::~SharedAllocation() {
 }
 
 void SharedAllocation::map_peer(pid_t pid, uint64_t token, uint64_t serial, int fd) {
-  auto mapping = hold(map_peer_memfd(pid, fd, bytes()));
+  auto mapping = hold(map_peer_memfd(pid, fd, bytes(), Access::ReadOnly));
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!r.peers.emplace(std::make_pair(token, serial), std::move(mapping)).second) {
@@ -129,7 +129,8 @@ std::shared_ptr<const Mapping> find_peer_segment(uint64_t token, uint64_t serial
 std::shared_ptr<const Mapping> map_peer_segment(pid_t pid, uint64_t token, uint64_t serial,
                                                 int fd, size_t bytes) {
   if (auto mapped = find_peer_segment(token, serial)) return mapped;
-  auto mapping = hold(map_peer_memfd(pid, fd, bytes));  // outside the lock: it may take long
+  // Outside the lock: it may take long.
+  auto mapping = hold(map_peer_memfd(pid, fd, bytes, Access::ReadOnly));
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   // Another thread may have mapped it meanwhile: keep the first mapping, unmap this one.

@@ -159,7 +159,8 @@ void Doorbell::wait(uint32_t seen, int timeout_ms) {
 
 size_t ShmLinks::region_bytes(int local, size_t ring_bytes) {
   size_t pairs = static_cast<size_t>(local) * local;
-  return kLanes * (kLine * local + pairs * (sizeof(ByteRing::Cursors) + round_up_pow2(ring_bytes)));
+  return kLine +  // the given-up word
+         kLanes * (kLine * local + pairs * (sizeof(ByteRing::Cursors) + round_up_pow2(ring_bytes)));
 }
 
 ShmLinks::ShmLinks(int rank, int size, std::vector<int> local_ranks, void* base, size_t bytes,
@@ -170,6 +171,8 @@ ShmLinks::ShmLinks(int rank, int size, std::vector<int> local_ranks, void* base,
   local_index_.assign(static_cast<size_t>(size), -1);
   for (size_t i = 0; i < local; ++i) local_index_[local_ranks_[i]] = static_cast<int>(i);
   char* at = static_cast<char*>(base_);
+  given_up_ = reinterpret_cast<GivenUpWord*>(at);  // zero, as the memfd was created
+  at += kLine;
   for (size_t i = 0; i < kLanes * local; ++i, at += kLine) doorbells_.emplace_back(at);
   for (size_t lane = 0; lane < kLanes; ++lane) {
     const Doorbell* lane_doorbells = &doorbells_[lane * local];
@@ -184,6 +187,16 @@ ShmLinks::ShmLinks(int rank, int size, std::vector<int> local_ranks, void* base,
 }
 
 ShmLinks::~ShmLinks() { ::munmap(base_, bytes_); }
+
+void ShmLinks::enable_peer_memory(std::vector<pid_t> pids) {
+  peer_memory_ = std::make_unique<PeerMemory>(std::move(pids), given_up_);
+}
+
+void ShmLinks::give_up() {
+  uint32_t nobody = 0;
+  given_up_->compare_exchange_strong(nobody, static_cast<uint32_t>(rank_) + 1,
+                                     std::memory_order_acq_rel);
+}
 
 TransportMode transport_mode_from_env() {
   const char* value = std::getenv("OCCL_TRANSPORT");
@@ -354,7 +367,7 @@ SharedMemory connect_shared_memory(Bootstrap& bootstrap, const std::vector<Socke
         throw TransportError(TransportError::Kind::System, "the leader could not create it");
       }
       mapping = map_peer_memfd(static_cast<pid_t>(introductions[leader].pid),
-                               std::stoi(fds[leader]), bytes);
+                               std::stoi(fds[leader]), bytes, Access::ReadWrite);
     } catch (const TransportError& e) {
       failure = e.what();
     } catch (const std::exception&) {
@@ -378,21 +391,20 @@ SharedMemory connect_shared_memory(Bootstrap& bootstrap, const std::vector<Socke
   for (int r : local_ranks) {
     if (why_not_here.empty()) why_not_here = read[r];
   }
-  std::unique_ptr<PeerMemory> memory;
-  if (why_not_here.empty()) {
-    std::vector<pid_t> pids;
-    for (const Introduction& said : introductions) pids.push_back(static_cast<pid_t>(said.pid));
-    memory = std::make_unique<PeerMemory>(std::move(pids));
-  }
+  const bool peer_memory = why_not_here.empty();
   std::string single_copies_off = why_not_here;
   if (!remote_ranks.empty()) {
     // The flat single-copy algorithms need every rank; the hierarchical ones use this host's.
-    single_copies_off = elsewhere + (memory ? "; on within this host (broadcasts across hosts)"
-                                            : "; off within this host too: " + why_not_here);
+    single_copies_off = elsewhere + (peer_memory ? "; on within this host (broadcasts across hosts)"
+                                                 : "; off within this host too: " + why_not_here);
   }
   auto shm_links = std::make_unique<ShmLinks>(rank, size, std::move(local_ranks), mapping.base,
                                               mapping.bytes, options.ring_bytes);
-  shm_links->set_peer_memory(std::move(memory));
+  if (peer_memory) {
+    std::vector<pid_t> pids;
+    for (const Introduction& said : introductions) pids.push_back(static_cast<pid_t>(said.pid));
+    shm_links->enable_peer_memory(std::move(pids));
+  }
   return {std::move(shm_links), single_copies_off, hosts};
 }
 

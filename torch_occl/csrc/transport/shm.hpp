@@ -141,10 +141,14 @@ class ShmLinks {
   // on (its engine sleeps in poll(), and asks its peers for pokes instead).
   Doorbell& own_doorbell() { return doorbells_[local_index_[rank_]]; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
-  // Direct copies from and into the memory of this host's other ranks, when every pair of them
-  // may (see peer_memory.hpp); nullptr otherwise.
+  // Direct copies from the memory of this host's other ranks, when every pair of them may (see
+  // peer_memory.hpp); nullptr otherwise.
   const PeerMemory* peer_memory() const { return peer_memory_.get(); }
-  void set_peer_memory(std::unique_ptr<PeerMemory> memory) { peer_memory_ = std::move(memory); }
+  // Turns them on; pids[r]: the process of group rank r.
+  void enable_peer_memory(std::vector<pid_t> pids);
+  // Tells this host's ranks that this one gave up on the group, before it goes on: from then on
+  // none of them reads another's memory through this group (the first rank to give up is named).
+  void give_up();
   // Whether every rank of the group is on this host.
   bool whole_group() const { return local_index_.size() == local_ranks_.size(); }
 
@@ -162,6 +166,7 @@ class ShmLinks {
   std::vector<int> local_index_;  // by group rank: index among local_ranks_, or -1
   void* base_;
   size_t bytes_;
+  GivenUpWord* given_up_;  // the region's first line
   std::vector<Doorbell> doorbells_;  // [lane * local + rank]
   std::vector<ByteRing> rings_;  // [index(lane, from, to)]; the diagonal is unused
   std::unique_ptr<PeerMemory> peer_memory_;

@@ -255,7 +255,8 @@ SubgroupLinks form_subgroup(P2PEngine& group_p2p, const Mesh& group,
       failure = std::string("the leader could not create it: ") + leader.region_failure;
     } else {
       try {
-        region.mapping = map_peer_memfd(leader.pid, leader.region_fd, region_bytes);
+        region.mapping = map_peer_memfd(leader.pid, leader.region_fd, region_bytes,
+                                        Access::ReadWrite);
       } catch (const TransportError& e) {
         failure = e.what();
       }
@@ -299,7 +300,7 @@ SubgroupLinks form_subgroup(P2PEngine& group_p2p, const Mesh& group,
     } else {
       std::vector<pid_t> pids;
       for (const MemberRecord& record : records) pids.push_back(record.pid);
-      shm->set_peer_memory(std::make_unique<PeerMemory>(std::move(pids)));
+      shm->enable_peer_memory(std::move(pids));
     }
     links.shm = {std::move(shm), single_copies_off};
   }

@@ -16,7 +16,8 @@ class LinkError : public std::runtime_error {
   LinkError(Kind kind, const std::string& what, std::vector<int> awaited = {})
       : std::runtime_error(what), kind_(kind), awaited_(std::move(awaited)) {}
   Kind kind() const { return kind_; }
-  // For a timeout: the ranks it was still waiting for.
+  // For a timeout: the ranks it was still waiting for. For PeerClosed because a rank gave up on
+  // the group before saying why: that rank, whose report (if it comes) explains the failure.
   const std::vector<int>& awaited() const { return awaited_; }
 
  private:
