@@ -135,11 +135,12 @@ void reduce(Mesh& mesh, char* data, size_t count, Reduction reduction, int root,
   const Segments segments = Segments::even(count, mesh.size());
   const int r = mesh.rank();
   const auto buffers = share(mesh, data, count * element, deadline);
-  // Where a rank other than the root keeps its reduced segment until the root copied it.
-  std::unique_ptr<char[]> reduced(r == root ? nullptr : new char[segments.count(r) * element]);
-  reduce_own_segment(mesh, buffers, data,
-                     r == root ? data + segments.begin(r) * element : reduced.get(),
-                     segments.begin(r), segments.count(r), reduction);
+  // Where a rank other than the root keeps its reduced segment until the root copied it: the
+  // mesh's scratch, as a fresh allocation of megabytes would fault in page by page every call.
+  char* reduced = r == root ? data + segments.begin(r) * element
+                            : mesh.scratch(segments.count(r) * element);
+  reduce_own_segment(mesh, buffers, data, reduced, segments.begin(r), segments.count(r),
+                     reduction);
   if (r == root) {
     std::vector<Region> theirs(mesh.size());
     std::vector<transport::RecvOp> told;
@@ -150,7 +151,7 @@ void reduce(Mesh& mesh, char* data, size_t count, Reduction reduction, int root,
           .read(0, data + segments.begin(peer) * element, segments.count(peer) * element);
     }
   } else {
-    const Region mine = region_of(reduced.get(), segments.count(r) * element);
+    const Region mine = region_of(reduced, segments.count(r) * element);
     mesh.exchange({{root, &mine, sizeof(Region)}}, {}, deadline);
   }
   barrier(mesh, deadline);  // the root copied every reduced segment

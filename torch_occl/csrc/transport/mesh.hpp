@@ -103,9 +103,9 @@ class Mesh {
   // Every rank's host (SharedMemory::hosts), the same on every rank; empty when not known.
   const std::vector<int>& hosts() const { return hosts_; }
 
-  // A buffer for an algorithm's incoming data during one collective, kept for the next: the
-  // small collectives, which run most often, then allocate nothing (a fresh block of a few KiB
-  // costs glibc a sweep of its small free blocks each time).
+  // A buffer for an algorithm's data during one collective, kept for the next: the small
+  // collectives, which run most often, then allocate nothing (a fresh block of a few KiB costs
+  // glibc a sweep of its small free blocks each time), and large ones fault in no fresh pages.
   char* scratch(size_t bytes);
 
   // How long a waiting rank spins before it sleeps (0 when a host's ranks outnumber its cores).
