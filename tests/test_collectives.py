@@ -720,7 +720,8 @@ def test_collective(occl_pool, collective, backend):
 # the other algorithms, in pieces of 1000 bytes (pieces that end mid-element and short last
 # pieces): all_reduce through the ring (including segments of zero elements when numel < world
 # size), broadcast through the pipelined chain, and the single-copy algorithms (ranks copying
-# straight out of each other's tensors), which the ranks of one host run for large messages.
+# straight out of each other's tensors), which the ranks of one host run for large messages
+# (broadcast only among more than two: two take the ring).
 NO_SINGLE_COPY = {"OCCL_SINGLE_COPY_MIN_BYTES": str(1 << 62)}
 SINGLE_COPY = {"OCCL_SINGLE_COPY_MIN_BYTES": "0", "OCCL_PIPELINE_CHUNK_BYTES": "1000"}
 FORCED_ALGORITHMS = {

@@ -49,7 +49,8 @@ def _expected_bytes(rank: int, n: int) -> dict:
     # The reductions' segments: [COUNT * r / n, COUNT * (r + 1) / n), rounded down.
     segment = (COUNT * (rank + 1) // n - COUNT * rank // n) * 4
     return {
-        "broadcast": 0 if rank == n - 1 else BYTES,  # each receiver reads the root's tensor
+        # Each receiver reads the root's tensor; two ranks take the ring (algorithms.cpp).
+        "broadcast": 0 if rank == n - 1 or n == 2 else BYTES,
         # all_reduce: this rank's segment, read from each peer, then the peers' reduced segments.
         "all_reduce": peers * segment + BYTES - segment,
         # reduce to rank n - 1: this rank's segment, read from each peer (the root then copies the
@@ -153,8 +154,9 @@ def test_collectives_on_shared_tensors_copy_through_the_mappings(world_size, sou
 
 
 def _broadcast_of_unequal_views(rank, world_size):
-    """Rank 0 broadcasts 1 MiB, rank 1 receives 2 MiB, both views of shared tensors: sizes the
-    ranks would never agree on with the op signatures checked."""
+    """Rank 0 broadcasts 1 MiB, the others receive 2 MiB, all views of shared tensors: sizes the
+    ranks would never agree on with the op signatures checked (three ranks: two would take the
+    ring)."""
     import torch_occl
 
     tensor = torch_occl.shared_empty(2 * COUNT)
@@ -169,11 +171,12 @@ def _broadcast_of_unequal_views(rank, world_size):
 def test_a_copy_past_a_peers_buffer_fails_instead_of_reading_past_it():
     # Without the check, rank 1 would read a second MiB past rank 0's view, out of the rest of
     # rank 0's segment, and nothing would fail.
-    with DistPool(2, "occl", env={"OCCL_CHECK_SIGNATURES": "0"}, group_timeout=3) as pool:
-        root, receiver = pool.run(_broadcast_of_unequal_views)
-    assert f"a copy of {2 * BYTES} bytes at offset 0 runs past rank 0's buffer of {BYTES} " \
-        "bytes" in receiver
-    assert root is not None  # it fails too (the receiver never reaches the closing barrier)
+    with DistPool(3, "occl", env={"OCCL_CHECK_SIGNATURES": "0"}, group_timeout=3) as pool:
+        root, *receivers = pool.run(_broadcast_of_unequal_views)
+    for receiver in receivers:
+        assert f"a copy of {2 * BYTES} bytes at offset 0 runs past rank 0's buffer of {BYTES} " \
+            "bytes" in receiver
+    assert root is not None  # it fails too (the receivers never reach the closing barrier)
 
 
 def _mappings_while_allocated(rank, world_size):

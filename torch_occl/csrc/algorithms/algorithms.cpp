@@ -207,7 +207,11 @@ void allgather_into(Mesh& mesh, const void* input, const std::vector<void*>& out
 
 void broadcast(Mesh& mesh, void* data, size_t bytes, int root, Deadline deadline) {
   if (mesh.size() == 1 || bytes == 0) return;
-  if (single_copy::applies(mesh, bytes)) {
+  // Between two ranks the ring is never slower: its two copies run at once on both cores, in
+  // cache, where a single copy is one copy on the receiver's core alone (the root may not write
+  // into the receiver, single_copy.hpp), at best at memcpy's rate (docs/PERFORMANCE.md, "Single
+  // copies that only read").
+  if (mesh.size() > 2 && single_copy::applies(mesh, bytes)) {
     return single_copy::broadcast(mesh, static_cast<char*>(data), bytes, root, deadline);
   }
   if (mesh.size() > 2 && bytes >= Tuning::get().chain_broadcast_min_bytes) {

@@ -1,5 +1,5 @@
-// Single-copy algorithms, for groups whose ranks may copy straight from and into each other's
-// memory (Mesh::peer_memory(): one host, cross-memory attach permitted).
+// Single-copy algorithms, for groups whose ranks may copy straight from each other's memory
+// (Mesh::peer_memory(): one host, cross-memory attach permitted).
 //
 // The ranks first swap the addresses of their buffers through the mesh. Each then copies what it
 // needs directly out of the others' buffers (never into them: peer_memory.hpp says why): one
