@@ -253,6 +253,11 @@ def test_a_rank_with_another_key_is_refused_by_name(transport):
 @pytest.mark.parametrize(("setting", "words"), [
     ({"OCCL_AUTH_KEY": "too short"}, "the key in OCCL_AUTH_KEY has 9 bytes; it must have at "
                                      "least 32"),
+    ({"OCCL_AUTH_KEY": " " * 40}, "the key in OCCL_AUTH_KEY has only 1 different byte value(s); "
+                                  "a key must be random, with at least 8"),
+    ({"OCCL_AUTH_KEY": "ab" * 32}, "the key in OCCL_AUTH_KEY has only 2 different byte value(s)"),
+    ({"OCCL_AUTH_KEY_FILE": "{dir}/zeros.key"}, "the key in OCCL_AUTH_KEY_FILE has only 1 "
+                                                "different byte value(s)"),
     ({"OCCL_AUTH_KEY": "k" * 32, "OCCL_AUTH_KEY_FILE": "/nonexistent"},
      "both OCCL_AUTH_KEY and OCCL_AUTH_KEY_FILE are set; set only one of them"),
     ({"OCCL_AUTH_KEY_FILE": "{dir}/absent.key"}, "cannot open OCCL_AUTH_KEY_FILE ({dir}/absent"
@@ -264,7 +269,8 @@ def test_a_rank_with_another_key_is_refused_by_name(transport):
                                            "file"),
     ({"OCCL_AUTH_KEY_FILE": "{dir}/large.key"}, "OCCL_AUTH_KEY_FILE ({dir}/large.key) has 5000 "
                                                 "bytes: a key file holds one key, at most 4096"),
-], ids=["short", "both", "absent-file", "readable-file", "fifo", "large-file"])
+], ids=["short", "spaces", "repeated-pair", "zero-bytes-file", "both", "absent-file",
+        "readable-file", "fifo", "large-file"])
 def test_a_bad_key_setting_is_refused_naming_the_variable_and_the_rule(setting, words, tmp_path,
                                                                        monkeypatch):
     secret = "an-0644-key-" + secrets.token_hex(16)
@@ -273,6 +279,8 @@ def test_a_bad_key_setting_is_refused_naming_the_variable_and_the_rule(setting, 
     os.mkfifo(tmp_path / "fifo", 0o600)  # opening it must not wait for a writer
     (tmp_path / "large.key").write_text("k" * 5000)
     (tmp_path / "large.key").chmod(0o600)
+    (tmp_path / "zeros.key").write_bytes(bytes(32))
+    (tmp_path / "zeros.key").chmod(0o600)
     for name, value in setting.items():
         monkeypatch.setenv(name, value.format(dir=tmp_path))
     with pytest.raises(dist.DistBackendError) as raised:

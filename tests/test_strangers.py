@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 import random
+import secrets
 import socket
 import struct
 import subprocess
@@ -137,7 +138,7 @@ def test_strangers_that_keep_every_slot_full_cannot_crowd_out_a_rank(keyed):
     """Eight threads hold open more silent connections than a rank hears out at once, while rank
     1 joins: a connection that showed the secret keeps its place, and one crowded out before it
     could is tried again."""
-    key = {"OCCL_AUTH_KEY": "k" * 64} if keyed else {}
+    key = {"OCCL_AUTH_KEY": secrets.token_hex(32)} if keyed else {}
     for group in range(2):
         store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                               timeout=datetime.timedelta(seconds=60))

@@ -78,7 +78,7 @@ def failed_all_reduce() -> str:
     try:
         dist.all_reduce(torch.ones(LARGE))
     except RuntimeError as e:
-        return f"{time.monotonic() - start:.2f}s: " + " ".join(str(e).split())[:300]
+        return f"{time.monotonic() - start:.2f}s: " + " ".join(str(e).split())[:600]
     return "returned"
 
 

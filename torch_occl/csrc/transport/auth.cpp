@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace occl::transport {
 namespace {
@@ -23,6 +24,9 @@ const char* const kKeyFileVariable = "OCCL_AUTH_KEY_FILE";
 // Anyone who saw a handshake may try keys offline against its MACs: a short key, a word, falls.
 // `openssl rand -hex 32` makes a good one.
 constexpr size_t kMinKeyBytes = 32;
+// A key of fewer different byte values is no secret (40 spaces, 32 zero bytes, "abab..."); a
+// random one has many more: `openssl rand -hex 32` gives 64 of 16 hex digits.
+constexpr size_t kMinDistinctKeyBytes = 8;
 // A key file holds one key; a larger one is a mistake (the wrong path).
 constexpr off_t kMaxKeyFileBytes = 4096;
 
@@ -113,6 +117,17 @@ std::optional<AuthKey> AuthKey::from_env() {
     reject(std::string("the key in ") + (value ? kKeyVariable : kKeyFileVariable) +
            " has " + std::to_string(key.size()) + " bytes; it must have at least " +
            std::to_string(kMinKeyBytes) + " (for instance `openssl rand -hex 32`)");
+  }
+  bool seen[256] = {};
+  size_t distinct = 0;
+  for (uint8_t byte : key) distinct += !std::exchange(seen[byte], true);
+  OPENSSL_cleanse(seen, sizeof(seen));
+  if (distinct < kMinDistinctKeyBytes) {
+    OPENSSL_cleanse(key.data(), key.size());
+    reject(std::string("the key in ") + (value ? kKeyVariable : kKeyFileVariable) +
+           " has only " + std::to_string(distinct) +
+           " different byte value(s); a key must be random, with at least " +
+           std::to_string(kMinDistinctKeyBytes) + " (for instance `openssl rand -hex 32`)");
   }
   return AuthKey(std::move(key));
 }

@@ -48,8 +48,7 @@ void PeerMemory::check_not_given_up() const {
   if (by == 0) return;
   throw TransportError(TransportError::Kind::PeerClosed,
                        "rank " + std::to_string(by - 1) +
-                           " gave up on the group (an op of it failed, or it was aborted or shut "
-                           "down): its ranks no longer read each other's memory",
+                           " gave up on the group (an op failed, or it was aborted or shut down)",
                        {static_cast<int>(by) - 1});
 }
 
