@@ -117,6 +117,10 @@ std::vector<Record> allgather_among(P2PEngine& p2p, const std::vector<int>& memb
              completion(members.size()));
     p2p.recv(members[i], tag, &state->records[i], sizeof(Record), deadline, completion(i));
   }
+  // This thread waits below without moving the rings: the engine's thread must read for it (a
+  // receive is otherwise left to its waiter, and sat in the ring until the thread's next look,
+  // up to a second later).
+  p2p.handoff()();
   std::unique_lock<std::mutex> lock(state->mutex);
   const bool settled = state->changed.wait_until(lock, deadline + kCompletionGrace, [&] {
     return state->pending == 0 || state->error;
